@@ -1,0 +1,12 @@
+/*
+ * mixprec.h - umbrella header: include this one and get the whole public API.
+ */
+#ifndef MIXPREC_H
+#define MIXPREC_H
+
+#include "mixprec/common.h"
+#include "mixprec/status.h"
+#include "mixprec/dtype.h"
+#include "mixprec/convert.h"
+
+#endif /* MIXPREC_H */

@@ -1,0 +1,79 @@
+/*
+ * mixprec/convert.h - exact, fast conversion between the six floating dtypes.
+ *
+ * Rules (DESIGN.md section 4):
+ *  - all 36 pairs of floating dtypes; widening is exact;
+ *  - narrowing rounds the exact source value once, to nearest, ties to even (float64 ->
+ *    float16 never double-rounds through float32);
+ *  - subnormals in and out are exact whatever the CPU's MXCSR says; signed zeros are kept;
+ *    NaN becomes NaN of the same sign (payload not promised);
+ *  - overflow without saturate: a finite value that rounds past the max finite becomes +-inf
+ *    (NaN of the input's sign for float8_e4m3fn: 0x7F / 0xFF); +-inf stays +-inf (NaN for e4m3fn);
+ *  - saturate: the output is never +-inf: finite overflow and +-inf become +-max finite of the
+ *    target, for every pair; NaN stays NaN;
+ *  - stochastic rounding: one of the two neighbours, the upper with probability
+ *    (x - lo) / (hi - lo); deterministic per (seed, element index) whatever the thread count
+ *    or ISA path; exact values stay exact.
+ * Every ISA path gives bit-identical results. MIXPREC_ISA=scalar|avx2|avx512|neon forces a path.
+ */
+#ifndef MIXPREC_CONVERT_H
+#define MIXPREC_CONVERT_H
+
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Rounding modes for narrowing conversions. */
+typedef enum mxp_rounding {
+    MXP_ROUND_NEAREST_EVEN = 0, /**< round to nearest, ties to even (default) */
+    MXP_ROUND_STOCHASTIC        /**< unbiased stochastic rounding, reproducible per (seed, index) */
+} mxp_rounding;
+
+/** Options for mxp_convert_ex. Zero-initialise for the defaults: {0} is nearest-even, no
+ *  saturation, one thread. */
+typedef struct mxp_convert_opts {
+    mxp_rounding rounding; /**< default MXP_ROUND_NEAREST_EVEN */
+    bool saturate;         /**< never produce +-inf: overflow and +-inf become +-max finite; NaN stays NaN */
+    uint64_t seed;         /**< stochastic rounding stream */
+    int threads;           /**< 0 or 1: the calling thread only; n > 1: up to n threads */
+} mxp_convert_opts;
+
+/**
+ * Convert n elements from src (src_type) to dst (dst_type), rounding once to nearest-even.
+ * Any alignment is accepted; dst and src must not overlap unless they are the same buffer
+ * and the two dtypes have the same size.
+ * @retval MXP_OK          all n elements written (n == 0 does nothing, NULL buffers allowed)
+ * @retval MXP_EINVAL      NULL buffer with n > 0, a non-floating or unknown dtype; dst untouched
+ * Thread-safety: safe. Allocates nothing.
+ */
+MXP_API mxp_status mxp_convert(void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
+                               size_t n);
+
+/**
+ * mxp_convert with options (opts may be NULL: the defaults). opts->threads > 1 splits large
+ * arrays over up to that many threads (small arrays stay on the calling thread); the output
+ * bits never depend on the thread count.
+ * @retval MXP_OK          all n elements written
+ * @retval MXP_EINVAL      as mxp_convert, or an unknown rounding mode or negative thread count
+ * @retval MXP_ENOMEM      threads could not be started (nothing is half-written: the call
+ *                         falls back to the calling thread, so in practice this is not returned)
+ * Thread-safety: safe. Allocates nothing on one thread; thread stacks when threads > 1.
+ */
+MXP_API mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src,
+                                  mxp_dtype src_type, size_t n, const mxp_convert_opts *opts);
+
+/**
+ * Name of the kernel path conversions use on this CPU: "scalar", "avx2", "avx512" or "neon".
+ * Chosen once, at the first call, from the CPU and MIXPREC_ISA (a path this CPU lacks falls
+ * back to the best available one below it).
+ * Thread-safety: safe. The string is static.
+ */
+MXP_API const char *mxp_isa(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MIXPREC_CONVERT_H */

@@ -1,0 +1,29 @@
+#!/bin/sh
+# deps.sh build|demo|ci - make sure the Debian packages a target needs are installed.
+# Installs them with apt-get when running as root (or with password-less sudo); otherwise
+# prints the exact command to run and fails.
+set -e
+what=${1:-build}
+pkgs=""
+need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' || pkgs="$pkgs $1"; }
+
+need cmake; need make; need gcc; need pkg-config; need libcmocka-dev; need zlib1g-dev
+case "$what" in
+  demo) need dataset-fashion-mnist ;;
+  ci) need dataset-fashion-mnist; need clang; need gcc-aarch64-linux-gnu; need libc6-dev-arm64-cross
+      need qemu-user ;;
+esac
+[ -z "$pkgs" ] && exit 0
+
+if [ "$(id -u)" = 0 ]; then
+  SUDO=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  SUDO="sudo -n"
+else
+  echo "mixprec: missing Debian packages:$pkgs" >&2
+  echo "install them with:  sudo apt-get install -y$pkgs" >&2
+  exit 1
+fi
+echo "mixprec: installing$pkgs" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get install -y $pkgs >/dev/null 2>&1 || { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y $pkgs; }

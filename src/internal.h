@@ -1,0 +1,24 @@
+/*
+ * internal.h - helpers shared by the portable layer (not installed).
+ * Internal functions with external linkage are named mxp__*; they are hidden in the shared
+ * library (-fvisibility=hidden) and reachable from tests through the static library.
+ */
+#ifndef MIXPREC_INTERNAL_H
+#define MIXPREC_INTERNAL_H
+
+#include "mixprec.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MXP__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define MXP__PRINTF(a, b)
+#endif
+
+/* Record a printf-style message as this thread's last error and return s.
+ * Typical use: return mxp__fail(MXP_EPARSE, "unknown key '%s' in '%s'", key, text); */
+mxp_status mxp__fail(mxp_status s, const char *fmt, ...) MXP__PRINTF(2, 3);
+
+/* True when d is a valid mxp_dtype value. */
+static inline bool mxp__dtype_valid(mxp_dtype d) { return (unsigned)d < MXP_DTYPE_COUNT; }
+
+#endif /* MIXPREC_INTERNAL_H */

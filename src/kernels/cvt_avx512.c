@@ -1,0 +1,6 @@
+/*
+ * cvt_avx512.c - avx512 kernels (placeholder: registers nothing yet, so the scalar entries stay).
+ */
+#include "kernels.h"
+
+void mxp__cvt_register_avx512(mxp__kernels *k) { (void)k; }

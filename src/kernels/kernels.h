@@ -1,0 +1,128 @@
+/*
+ * kernels.h - the kernel table behind mxp_convert, mxp_all_finite and mxp_unscale_check.
+ *
+ * Kernels never know about policies or trees: they move arrays of one dtype to another.
+ * Each ISA file (cvt_<isa>.c, finite_<isa>.c) is compiled with its own flags and exports one
+ * register function that overwrites the table entries it accelerates. A table is built as:
+ *   scalar entries for everything, then (for a SIMD ISA) that ISA's register functions.
+ * So every entry of every table is non-NULL, and SIMD files reach the scalar reference for
+ * their tails through mxp__scalar_kernels().
+ *
+ * Dispatch is chosen once (pthread_once) from the CPU and MIXPREC_ISA, then it is a plain
+ * function-pointer call.
+ */
+#ifndef MIXPREC_KERNELS_H
+#define MIXPREC_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mixprec/dtype.h"
+
+typedef enum mxp__isa_id {
+    MXP__ISA_SCALAR = 0,
+    MXP__ISA_AVX2,   /* AVX2 + FMA + F16C */
+    MXP__ISA_AVX512, /* AVX-512 F/BW/VL/DQ (+ BF16/FP16 where the CPU has them; see dispatch.c) */
+    MXP__ISA_NEON,   /* AArch64 Advanced SIMD with FP16 conversions */
+    MXP__ISA_COUNT
+} mxp__isa_id;
+
+/* Arguments common to every conversion kernel. */
+typedef struct mxp__cvt_args {
+    bool saturate;   /* overflow and +-inf -> +-max finite; NaN stays NaN */
+    uint64_t seed;   /* stochastic rounding stream */
+    uint64_t index0; /* global index of element 0 of this call (stochastic rounding) */
+} mxp__cvt_args;
+
+enum { MXP__RNE = 0, MXP__SR = 1, MXP__NMODES = 2 };
+
+/* Convert n elements; src and dst may be unaligned; n may be 0. Never fails. */
+typedef void (*mxp__cvt_fn)(void *dst, const void *src, size_t n, const mxp__cvt_args *a);
+/* True when all n elements are finite (n == 0: true). */
+typedef bool (*mxp__finite_fn)(const void *x, size_t n);
+/* x[i] = x[i] * inv (float32 product for <= 32-bit dtypes, rounded nearest-even into the dtype;
+ * float64 product for float64); returns false if any input or result is non-finite. */
+typedef bool (*mxp__unscale_fn)(void *x, size_t n, float inv);
+
+typedef struct mxp__kernels {
+    const char *name; /* "scalar", "avx2", "avx512", "neon" */
+    mxp__isa_id isa;
+    /* cvt[dst][src][mode], mode MXP__RNE or MXP__SR. */
+    mxp__cvt_fn cvt[MXP_FLOAT_DTYPE_COUNT][MXP_FLOAT_DTYPE_COUNT][MXP__NMODES];
+    mxp__finite_fn all_finite[MXP_FLOAT_DTYPE_COUNT];
+    mxp__unscale_fn unscale_check[MXP_FLOAT_DTYPE_COUNT];
+} mxp__kernels;
+
+/* The table in use (MIXPREC_ISA honoured, chosen once). Never NULL. */
+const mxp__kernels *mxp__kernels_active(void);
+/* The table of one ISA, or NULL when it is not compiled in or this CPU lacks it. */
+const mxp__kernels *mxp__kernels_for(mxp__isa_id isa);
+/* The scalar reference table. Never NULL. */
+const mxp__kernels *mxp__scalar_kernels(void);
+/* "scalar", "avx2", ... for an ISA id (whether or not it is available). */
+const char *mxp__isa_name(mxp__isa_id isa);
+
+/* Register functions, one per (operation family, ISA) file. The scalar ones fill every entry. */
+void mxp__cvt_register_scalar(mxp__kernels *k);
+void mxp__finite_register_scalar(mxp__kernels *k);
+#if defined(__x86_64__) || defined(_M_X64)
+void mxp__cvt_register_avx2(mxp__kernels *k);
+void mxp__finite_register_avx2(mxp__kernels *k);
+void mxp__cvt_register_avx512(mxp__kernels *k);
+void mxp__finite_register_avx512(mxp__kernels *k);
+#endif
+#if defined(__aarch64__)
+void mxp__cvt_register_neon(mxp__kernels *k);
+void mxp__finite_register_neon(mxp__kernels *k);
+#endif
+
+/*
+ * Stochastic rounding, defined once for every ISA (bit-identical results depend on it).
+ *
+ * Random word: r = mxp__sr_bits(seed, index), index = a->index0 + i, a counter-based hash
+ * (no state), so the bits depend only on (seed, element index), never on threads or ISA.
+ * The key for the high 32 bits of the index is constant over 2^32 consecutive indices, so a
+ * vector loop computes mxp__sr_key once per call (callers never straddle a 2^32 boundary
+ * mid-call: mxp_convert_ex splits there) and then two fmix32 rounds per lane with 32-bit
+ * multiplies.
+ *
+ * Use of r: let |x| lie between the target neighbours lo <= |x| < hi (magnitudes; hi may be
+ * the "next binade" 2^(emax+1) beyond max finite, which means overflow), f = (|x| - lo) /
+ * (hi - lo) in [0, 1), and F = floor(f * 2^32) (the top 32 bits of the dropped part). The
+ * magnitude rounds up to hi iff F + r >= 2^32. When the dropped part has D <= 32 bits this is
+ * exactly "add r >> (32 - D) to the dropped bits and truncate" (e.g. float32 -> bfloat16:
+ * u += r >> 16; u &= 0xFFFF0000), and P(up) = f exactly. Exact values (f = 0) never move.
+ * Rounding up to hi = 2^(emax+1) is an overflow: +-inf, NaN for e4m3fn, or +-max when saturating.
+ */
+static inline uint32_t mxp__fmix32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x85EBCA6Bu;
+    x ^= x >> 13;
+    x *= 0xC2B2AE35u;
+    x ^= x >> 16;
+    return x;
+}
+
+/* splitmix64 of (seed, high half of the index): 64 key bits, split as lo/hi 32-bit keys. */
+static inline uint64_t mxp__sr_key(uint64_t seed, uint32_t index_hi)
+{
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)index_hi + 1u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The random word from a precomputed key and the low 32 bits of the index. */
+static inline uint32_t mxp__sr_bits_k(uint64_t key, uint32_t index_lo)
+{
+    return mxp__fmix32(mxp__fmix32(index_lo ^ (uint32_t)key) + (uint32_t)(key >> 32));
+}
+
+static inline uint32_t mxp__sr_bits(uint64_t seed, uint64_t index)
+{
+    return mxp__sr_bits_k(mxp__sr_key(seed, (uint32_t)(index >> 32)), (uint32_t)index);
+}
+
+#endif /* MIXPREC_KERNELS_H */
