@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "mixprec/convert.h"
 
 static mxp__kernels tables[MXP__ISA_COUNT];
 static bool available[MXP__ISA_COUNT];
