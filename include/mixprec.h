@@ -8,5 +8,8 @@
 #include "mixprec/status.h"
 #include "mixprec/dtype.h"
 #include "mixprec/convert.h"
+#include "mixprec/tensor.h"
+#include "mixprec/policy.h"
+#include "mixprec/policy_map.h"
 
 #endif /* MIXPREC_H */
