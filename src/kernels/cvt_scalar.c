@@ -1,4 +1,609 @@
-/* cvt_scalar.c - placeholder until the scalar reference lands. */
+/*
+ * cvt_scalar.c - the scalar reference for every conversion between the six floating dtypes.
+ *
+ * This file is the source of truth (DESIGN.md section 4): every SIMD path must give the same
+ * bits, and every SIMD kernel reaches these functions for its tail. It fills all 36 x 2 entries
+ * k->cvt[dst][src][MXP__RNE / MXP__SR].
+ *
+ * Only integer bit manipulation is used. No float or double arithmetic touches a value, so the
+ * CPU's flush-to-zero / denormals-are-zero settings (MXCSR, FPCR) cannot change a result.
+ *
+ * Layout of the file:
+ *  1. format constants and load/store helpers (any alignment; in place when dst == src);
+ *  2. the stochastic-rounding word generator (kernels.h defines the bits);
+ *  3. dedicated bit-trick kernels for the hot pairs:
+ *       float32 -> bfloat16 (the classic carry trick), float32 -> float16 / e4m3fn / e5m2
+ *       (rebias in place, then one rounding shift), and float16 / bfloat16 / float8 -> float32;
+ *  4. a generic path for every other pair: decode to (sign, exponent, 64-bit significand),
+ *     round once to the target, encode;
+ *  5. identity copies and the register function.
+ *
+ * Decisions every ISA path must reproduce bit for bit (DESIGN.md leaves them open):
+ *  - NaN out: the target's quiet NaN of the input's sign, carrying the top bits of the source
+ *    payload (truncated when narrowing, zero-filled below when widening), quiet bit forced on:
+ *        S 11..1 1 (payload top bits)
+ *    The one exception is float8_e4m3fn, whose only NaN is S.1111.111 (0x7F / 0xFF); an
+ *    e4m3fn NaN read as a source has an empty payload (it widens to the canonical quiet NaN,
+ *    e.g. 0x7FC00000 / 0xFFC00000 for float32).
+ *  - Identity pairs (float32 -> float32, ...) copy the bits unchanged (NaNs included), except
+ *    that saturate turns +-inf into +-max finite.
+ *  - Overflow "hi" neighbour: rounding a finite magnitude is done on the bit pattern, so the
+ *    neighbour above max finite is the pattern max finite + 1: infinity for the IEEE-like
+ *    formats (= 2^(emax+1)), and for e4m3fn the NaN slot S.1111.111, whose would-be value is
+ *    480. That is what makes RNE send 464 to 448 and anything above 464 to NaN (ml_dtypes),
+ *    and for stochastic rounding a magnitude in (448, 480) goes to NaN (or 448 when
+ *    saturating) with probability (|x| - 448) / 32; |x| >= 480 always overflows.
+ *  - Stochastic rounding draws r = mxp__sr_bits(seed, a->index0 + i) for every element of a
+ *    narrowing pair (also for NaN / inf / exact elements); widening and identity pairs use the
+ *    nearest-even kernel (they are exact).
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
 #include "kernels.h"
 
-void mxp__cvt_register_scalar(mxp__kernels *k) { (void)k; }
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* ---- 1. formats ------------------------------------------------------------------------- */
+
+/*
+ * A binary floating format: `bits` of storage = sign | exponent | mantissa (m bits).
+ * emax is the unbiased exponent of the largest finite value; maxfin / inf are magnitude bit
+ * patterns (inf = 0 for e4m3fn, which has none: fn = true means "the only NaN is all ones").
+ */
+typedef struct fmt {
+    int bits;
+    int m;
+    int bias;
+    int emax;
+    uint64_t maxfin;
+    uint64_t inf;
+    bool fn;
+} fmt;
+
+#define FMT_F64 ((fmt){64, 52, 1023, 1023, 0x7FEFFFFFFFFFFFFFull, 0x7FF0000000000000ull, false})
+#define FMT_F32 ((fmt){32, 23, 127, 127, 0x7F7FFFFFull, 0x7F800000ull, false})
+#define FMT_F16 ((fmt){16, 10, 15, 15, 0x7BFFull, 0x7C00ull, false})
+#define FMT_BF16 ((fmt){16, 7, 127, 127, 0x7F7Full, 0x7F80ull, false})
+#define FMT_E4M3 ((fmt){8, 3, 7, 8, 0x7Eull, 0, true})
+#define FMT_E5M2 ((fmt){8, 2, 15, 15, 0x7Bull, 0x7Cull, false})
+
+/* Loads and stores through memcpy: any alignment, no aliasing questions; compilers turn them
+ * into plain moves. */
+static ALWAYS_INLINE uint64_t ld(const void *p, size_t i, int bits)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    switch (bits) {
+    case 8: return b[i];
+    case 16: {
+        uint16_t v;
+        memcpy(&v, b + 2 * i, 2);
+        return v;
+    }
+    case 32: {
+        uint32_t v;
+        memcpy(&v, b + 4 * i, 4);
+        return v;
+    }
+    default: {
+        uint64_t v;
+        memcpy(&v, b + 8 * i, 8);
+        return v;
+    }
+    }
+}
+
+static ALWAYS_INLINE void st(void *p, size_t i, int bits, uint64_t v)
+{
+    unsigned char *b = (unsigned char *)p;
+    switch (bits) {
+    case 8: b[i] = (unsigned char)v; break;
+    case 16: {
+        uint16_t w = (uint16_t)v;
+        memcpy(b + 2 * i, &w, 2);
+        break;
+    }
+    case 32: {
+        uint32_t w = (uint32_t)v;
+        memcpy(b + 4 * i, &w, 4);
+        break;
+    }
+    default: memcpy(b + 8 * i, &v, 8); break;
+    }
+}
+
+/* Count of leading zero bits; x != 0. */
+static ALWAYS_INLINE int clz64(uint64_t x)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_clzll(x);
+#else
+    int n = 0;
+    while (!(x & 0x8000000000000000ull)) {
+        x <<= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
+static ALWAYS_INLINE int clz32(uint32_t x)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_clz(x);
+#else
+    return clz64(x) - 32;
+#endif
+}
+
+/* ---- 2. stochastic-rounding words ------------------------------------------------------- */
+
+/* r for element index idx = index0 + i, one call after another. The key depends on the high
+ * half of the index only, so it is recomputed when the low half wraps to 0 (a direct caller
+ * may straddle a multiple of 2^32; mxp_convert_ex never does). */
+typedef struct srgen {
+    uint64_t seed;
+    uint64_t idx;
+    uint64_t key;
+} srgen;
+
+static ALWAYS_INLINE srgen sr_start(const mxp__cvt_args *a)
+{
+    srgen g = {a->seed, a->index0, mxp__sr_key(a->seed, (uint32_t)(a->index0 >> 32))};
+    return g;
+}
+
+static ALWAYS_INLINE uint32_t sr_next(srgen *g)
+{
+    if ((uint32_t)g->idx == 0) g->key = mxp__sr_key(g->seed, (uint32_t)(g->idx >> 32));
+    uint32_t r = mxp__sr_bits_k(g->key, (uint32_t)g->idx);
+    g->idx++;
+    return r;
+}
+
+/* ---- 3. dedicated kernels for the hot pairs --------------------------------------------- */
+
+/*
+ * Round v >> d (v < 2^31, d >= 1) to an integer: nearest-even, or stochastically with r.
+ *
+ *   v:  kkkkkkkkkkkk | ddddddd        d dropped bits, "half" = 1 << (d - 1)
+ *
+ * Nearest-even: adding (half - 1) plus the lowest kept bit carries into the kept part exactly
+ * when the dropped part is above half, or equal to half with an odd kept part.
+ * Stochastic (kernels.h): round up iff F + r >= 2^32, F = the top 32 bits of the dropped
+ * fraction. For d <= 32 that is "add r >> (32 - d) to v and truncate": the carry out of the
+ * dropped bits happens exactly when dropped + (r >> (32 - d)) >= 2^d. For d > 32 the kept part
+ * is 0 (v < 2^31) and F = v >> (d - 32).
+ */
+static ALWAYS_INLINE uint32_t round_shift32(uint32_t v, unsigned d, bool sr, uint32_t r)
+{
+    if (d >= 32) {
+        if (!sr) return 0; /* v < 2^31 <= half */
+        uint32_t f = d - 32 < 32 ? v >> (d - 32) : 0;
+        return (uint32_t)(((uint64_t)f + r) >> 32);
+    }
+    if (sr) return (uint32_t)(((uint64_t)v + (r >> (32 - d))) >> d);
+    return (v + ((1u << (d - 1)) - 1u) + ((v >> d) & 1u)) >> d;
+}
+
+/*
+ * float32 -> bfloat16.
+ *   bits:  S EEEEEEEE MMMMMMM | dddddddd dddddddd
+ *          '--- kept (16) ---'  '-- dropped --'
+ * bfloat16 has float32's exponent, so rounding is only about the 16 dropped bits: adding 0x7FFF
+ * plus the lowest kept bit (nearest-even), or r >> 16 (stochastic), carries into the kept half
+ * exactly when it must round up; a carry out of the mantissa bumps the exponent, and
+ * 0x7F7F + 1 = 0x7F80 is infinity (overflow). Subnormals need nothing special: the same carry
+ * walks from the largest subnormal into the smallest normal. The sign bit never receives a
+ * carry (|u| + 0xFFFF < 2^31). NaN is handled first: the carry could turn a NaN with a small
+ * payload into infinity; it keeps its sign and top payload bits with the quiet bit 0x0040 set.
+ */
+static ALWAYS_INLINE uint32_t bf16_from_f32(uint32_t u, bool sr, uint32_t r, bool sat)
+{
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (u >> 16) | 0x0040u;
+    uint32_t b = sr ? (u + (r >> 16)) >> 16 : (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    if (sat && (b & 0x7FFFu) == 0x7F80u) b = (b & 0x8000u) | 0x7F7Fu;
+    return b;
+}
+
+/*
+ * float32 -> a narrower IEEE-like format (float16, e4m3fn, e5m2: m mantissa bits, bias B).
+ *
+ *   float32 |x|:  0 EEEEEEEE MMMMMMMMMM ddddddddddddd     (float16: 23 - 10 = 13 dropped)
+ *   target:         S EEEEE MMMMMMMMMM
+ *
+ * Normal target range (target biased exponent te = E - 127 + B >= 1): subtracting
+ * (127 - B) << 23 rebiases the exponent field in place, so
+ *   v = te << 23 | M23,   and   v >> (23 - m) = te << m | top m bits of M23
+ * is already the target's bit pattern, up to the rounding of the 23 - m dropped bits. A carry
+ * out of the mantissa bumps the exponent; a carry past max finite lands on "max finite + 1"
+ * (infinity, or the e4m3fn NaN slot), which the final compare reports as overflow.
+ *
+ * Subnormal target range (te <= 0): the value is (1.M23 as an integer) * 2^(E - 23) and the
+ * target's subnormal step is 2^(1 - B - m), so the target pattern is that integer shifted right
+ * by d = 23 - m + (1 - te) with rounding (a float32 subnormal has no implicit bit and E = -126).
+ * Rounding up from the largest subnormal gives 1 << m, which is exactly the smallest normal.
+ */
+static ALWAYS_INLINE uint32_t small_from_f32(uint32_t u, fmt t, bool sr, uint32_t r, bool sat)
+{
+    const uint32_t sign = (u >> 31) << (t.bits - 1);
+    const uint32_t a = u & 0x7FFFFFFFu;
+    const uint32_t over = sat ? (uint32_t)t.maxfin : t.fn ? 0x7Fu : (uint32_t)t.inf;
+    if (a >= 0x7F800000u) {
+        if (a == 0x7F800000u) return sign | over;
+        if (t.fn) return sign | 0x7Fu;
+        return sign | (uint32_t)t.inf | (1u << (t.m - 1)) | ((a & 0x7FFFFFu) >> (23 - t.m));
+    }
+    const uint32_t e = a >> 23;
+    if (e > (uint32_t)(127 + t.emax)) return sign | over;
+    uint32_t v;
+    unsigned d;
+    if (e >= (uint32_t)(128 - t.bias)) {
+        v = a - ((uint32_t)(127 - t.bias) << 23);
+        d = (unsigned)(23 - t.m);
+    } else {
+        v = (a & 0x7FFFFFu) | (e ? 0x800000u : 0u);
+        d = (unsigned)(23 - t.m + 128 - t.bias) - (e ? e : 1u);
+    }
+    const uint32_t bits = round_shift32(v, d, sr, r);
+    return sign | (bits > t.maxfin ? over : bits);
+}
+
+/*
+ * A narrower format (float16, bfloat16, e4m3fn, e5m2) -> float32, exact.
+ *
+ *   source |h|:  0 EEEEE MMMMMMMMMM                   (float16)
+ *   float32:     0 EEEEEEEE MMMMMMMMMM 0000000000000
+ *
+ * Normal: shifting the magnitude left by 23 - m puts the mantissa in place and the exponent
+ * field at bit 23; adding (127 - B) << 23 rebiases it. Subnormal (exponent field 0, value
+ * h * 2^(1 - B - m)): with p the index of the top set bit, the value is 1.f * 2^(p + 1 - B - m),
+ * and (h << (23 - p)) & 0x7FFFFF is the float32 mantissa. Infinity and NaN (exponent all ones,
+ * or e4m3fn's S.1111.111) are handled first; saturate turns +-inf into +-FLT_MAX.
+ */
+static ALWAYS_INLINE uint32_t f32_from_small(uint32_t h, fmt s, bool sat)
+{
+    const uint32_t sign = (h >> (s.bits - 1)) << 31;
+    const uint32_t a = h & ((1u << (s.bits - 1)) - 1u);
+    if (s.fn) {
+        if (a == 0x7Fu) return sign | 0x7FC00000u;
+    } else if (a >= (uint32_t)s.inf) {
+        if (a == (uint32_t)s.inf) return sign | (sat ? 0x7F7FFFFFu : 0x7F800000u);
+        return sign | 0x7FC00000u | ((a << (23 - s.m)) & 0x7FFFFFu);
+    }
+    if (a >> s.m) return sign | ((a << (23 - s.m)) + ((uint32_t)(127 - s.bias) << 23));
+    if (a == 0) return sign;
+    const int p = 31 - clz32(a);
+    return sign | ((uint32_t)(p + 128 - s.bias - s.m) << 23) | ((a << (23 - p)) & 0x7FFFFFu);
+}
+
+/* ---- 4. generic path: decode -> (sign, exponent, significand) -> round once -> encode ---- */
+
+enum { CLS_ZERO, CLS_FINITE, CLS_INF, CLS_NAN };
+
+/*
+ * An unpacked value. Finite nonzero: |x| = (mant / 2^63) * 2^e with bit 63 of mant set
+ * (subnormal inputs are normalised). NaN: mant = the payload (mantissa field) left-aligned at
+ * bit 63, 0 for e4m3fn.
+ */
+typedef struct unpacked {
+    uint64_t sign; /* 0 or 1 */
+    int cls;
+    int e;
+    uint64_t mant;
+} unpacked;
+
+static ALWAYS_INLINE unpacked decode(uint64_t x, fmt f)
+{
+    unpacked u;
+    const uint64_t magmask = (f.bits == 64) ? 0x7FFFFFFFFFFFFFFFull : ((1ull << (f.bits - 1)) - 1u);
+    const uint64_t a = x & magmask;
+    const uint64_t frac = a & ((1ull << f.m) - 1u);
+    const uint64_t expf = a >> f.m;
+    u.sign = x >> (f.bits - 1);
+    u.e = 0;
+    u.mant = 0;
+    if (f.fn ? a == magmask : a >= f.inf) {
+        u.cls = (!f.fn && a == f.inf) ? CLS_INF : CLS_NAN;
+        if (u.cls == CLS_NAN && !f.fn) u.mant = frac << (64 - f.m);
+        return u;
+    }
+    if (expf == 0) {
+        if (frac == 0) {
+            u.cls = CLS_ZERO;
+            return u;
+        }
+        /* subnormal: frac * 2^(1 - bias - m); top bit at 63 - lz */
+        const int lz = clz64(frac);
+        u.cls = CLS_FINITE;
+        u.mant = frac << lz;
+        u.e = 63 - lz + 1 - f.bias - f.m;
+        return u;
+    }
+    u.cls = CLS_FINITE;
+    u.mant = (frac | (1ull << f.m)) << (63 - f.m);
+    u.e = (int)expf - f.bias;
+    return u;
+}
+
+/*
+ * Round an unpacked value once into format t. Finite case, with emin = 1 - bias:
+ *   d = 63 - m + max(0, emin - e)       significand bits dropped (more below the normal range)
+ *   kept = mant >> d                    in [2^m, 2^(m+1)) for normals, [0, 2^m] for subnormals
+ *   bits = (max(e, emin) + bias - 1) << m  +  kept  +  up
+ * For a normal the first term plus the implicit bit of kept is the exponent field; for a
+ * subnormal it is 0. A rounding carry walks into the exponent (largest subnormal -> smallest
+ * normal, 1.11..1 -> next binade, max finite -> infinity / the e4m3fn NaN slot).
+ */
+static ALWAYS_INLINE uint64_t encode(unpacked u, fmt t, bool sr, uint32_t r, bool sat)
+{
+    const uint64_t sign = u.sign << (t.bits - 1);
+    const uint64_t over = sat ? t.maxfin : t.fn ? 0x7Full : t.inf;
+    switch (u.cls) {
+    case CLS_ZERO: return sign;
+    case CLS_INF: return sign | over;
+    case CLS_NAN:
+        if (t.fn) return sign | 0x7Full;
+        return sign | t.inf | (1ull << (t.m - 1)) | (u.mant >> (64 - t.m));
+    default: break;
+    }
+    if (u.e > t.emax) return sign | over;
+    const int emin = 1 - t.bias;
+    const int below = u.e < emin ? emin - u.e : 0;
+    const int d = 63 - t.m + below; /* >= 11 */
+    const uint64_t base = (uint64_t)(u.e < emin ? 0 : u.e + t.bias - 1) << t.m;
+    uint64_t kept, up;
+    if (d >= 64) {
+        kept = 0;
+        if (sr) {
+            const uint64_t f = d < 96 ? u.mant >> (d - 32) : 0;
+            up = (f + r) >> 32;
+        } else {
+            up = d == 64 && u.mant > 0x8000000000000000ull; /* above half; == half ties to 0 */
+        }
+    } else {
+        kept = u.mant >> d;
+        const uint64_t dropped = u.mant & ((1ull << d) - 1u);
+        if (sr) {
+            const uint64_t f = d >= 32 ? dropped >> (d - 32) : dropped << (32 - d);
+            up = (f + r) >> 32;
+        } else {
+            const uint64_t half = 1ull << (d - 1);
+            up = dropped > half || (dropped == half && (kept & 1u));
+        }
+    }
+    const uint64_t bits = base + kept + up;
+    return sign | (bits > t.maxfin ? over : bits);
+}
+
+/* ---- kernel loops ------------------------------------------------------------------------ */
+
+static ALWAYS_INLINE void loop_generic(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
+                                       fmt dt, fmt stp, bool sr)
+{
+    srgen g = sr_start(a);
+    const bool sat = a->saturate;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t r = sr ? sr_next(&g) : 0;
+        st(dst, i, dt.bits, encode(decode(ld(src, i, stp.bits), stp), dt, sr, r, sat));
+    }
+}
+
+static ALWAYS_INLINE void loop_small_from_f32(void *dst, const void *src, size_t n,
+                                              const mxp__cvt_args *a, fmt dt, bool sr)
+{
+    srgen g = sr_start(a);
+    const bool sat = a->saturate;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t r = sr ? sr_next(&g) : 0;
+        st(dst, i, dt.bits, small_from_f32((uint32_t)ld(src, i, 32), dt, sr, r, sat));
+    }
+}
+
+static ALWAYS_INLINE void loop_bf16_from_f32(void *dst, const void *src, size_t n,
+                                             const mxp__cvt_args *a, bool sr)
+{
+    srgen g = sr_start(a);
+    const bool sat = a->saturate;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t r = sr ? sr_next(&g) : 0;
+        st(dst, i, 16, bf16_from_f32((uint32_t)ld(src, i, 32), sr, r, sat));
+    }
+}
+
+static ALWAYS_INLINE void loop_f32_from_small(void *dst, const void *src, size_t n,
+                                              const mxp__cvt_args *a, fmt stp)
+{
+    const bool sat = a->saturate;
+    for (size_t i = 0; i < n; i++) st(dst, i, 32, f32_from_small((uint32_t)ld(src, i, stp.bits), stp, sat));
+}
+
+/*
+ * bfloat16 -> float32: the bfloat16 bits are the top half of the float32.
+ *   S EEEEEEEE MMMMMMM  ->  S EEEEEEEE MMMMMMM 00000000 00000000
+ * NaN gets the quiet bit (0x00400000); saturate turns +-inf into +-FLT_MAX.
+ */
+static void cvt_f32_bf16(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    const bool sat = a->saturate;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)ld(src, i, 16) << 16;
+        const uint32_t m = u & 0x7FFFFFFFu;
+        if (m > 0x7F800000u) u |= 0x00400000u;
+        else if (sat && m == 0x7F800000u) u -= 1u; /* 0x7F800000 - 1 = 0x7F7FFFFF, sign kept */
+        st(dst, i, 32, u);
+    }
+}
+
+/* Identity: a copy (memmove: dst == src is fine), then saturate's inf -> max fix-up. */
+static ALWAYS_INLINE void loop_copy(void *dst, const void *src, size_t n, const mxp__cvt_args *a, fmt f)
+{
+    if (dst != src && n) memmove(dst, src, n * (size_t)(f.bits / 8));
+    if (!a->saturate || f.fn) return;
+    const uint64_t magmask = (f.bits == 64) ? 0x7FFFFFFFFFFFFFFFull : ((1ull << (f.bits - 1)) - 1u);
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t x = ld(dst, i, f.bits);
+        if ((x & magmask) == f.inf) st(dst, i, f.bits, (x & ~magmask) | f.maxfin);
+    }
+}
+
+/* ---- 5. the 72 kernel functions and the register function ------------------------------ */
+
+#define DEF_GENERIC(D, S)                                                                      \
+    static void cvt_##D##_##S(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
+    {                                                                                          \
+        loop_generic(dst, src, n, a, FMT_##D, FMT_##S, false);                                 \
+    }                                                                                          \
+    static void cvt_##D##_##S##_sr(void *dst, const void *src, size_t n, const mxp__cvt_args *a) \
+    {                                                                                          \
+        loop_generic(dst, src, n, a, FMT_##D, FMT_##S, true);                                  \
+    }
+
+/* Widening pairs (exact): the stochastic entry is the nearest-even kernel. */
+#define DEF_WIDEN(D, S)                                                                        \
+    static void cvt_##D##_##S(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
+    {                                                                                          \
+        loop_generic(dst, src, n, a, FMT_##D, FMT_##S, false);                                 \
+    }
+
+#define DEF_COPY(T)                                                                            \
+    static void cvt_##T##_##T(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
+    {                                                                                          \
+        loop_copy(dst, src, n, a, FMT_##T);                                                    \
+    }
+
+#define DEF_SMALL_FROM_F32(D)                                                                  \
+    static void cvt_##D##_F32(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
+    {                                                                                          \
+        loop_small_from_f32(dst, src, n, a, FMT_##D, false);                                   \
+    }                                                                                          \
+    static void cvt_##D##_F32_sr(void *dst, const void *src, size_t n, const mxp__cvt_args *a) \
+    {                                                                                          \
+        loop_small_from_f32(dst, src, n, a, FMT_##D, true);                                    \
+    }
+
+#define DEF_F32_FROM_SMALL(S)                                                                  \
+    static void cvt_F32_##S(void *dst, const void *src, size_t n, const mxp__cvt_args *a)      \
+    {                                                                                          \
+        loop_f32_from_small(dst, src, n, a, FMT_##S);                                          \
+    }
+
+DEF_COPY(F64)
+DEF_COPY(F32)
+DEF_COPY(F16)
+DEF_COPY(BF16)
+DEF_COPY(E4M3)
+DEF_COPY(E5M2)
+
+/* to float64: all exact */
+DEF_WIDEN(F64, F32)
+DEF_WIDEN(F64, F16)
+DEF_WIDEN(F64, BF16)
+DEF_WIDEN(F64, E4M3)
+DEF_WIDEN(F64, E5M2)
+
+/* to float32 */
+DEF_GENERIC(F32, F64)
+DEF_F32_FROM_SMALL(F16)
+DEF_F32_FROM_SMALL(E4M3)
+DEF_F32_FROM_SMALL(E5M2)
+
+/* to float16 */
+DEF_GENERIC(F16, F64)
+DEF_SMALL_FROM_F32(F16)
+DEF_GENERIC(F16, BF16)
+DEF_WIDEN(F16, E4M3)
+DEF_WIDEN(F16, E5M2)
+
+/* to bfloat16 */
+DEF_GENERIC(BF16, F64)
+DEF_GENERIC(BF16, F16)
+DEF_WIDEN(BF16, E4M3)
+DEF_WIDEN(BF16, E5M2)
+
+static void cvt_BF16_F32(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    loop_bf16_from_f32(dst, src, n, a, false);
+}
+
+static void cvt_BF16_F32_sr(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    loop_bf16_from_f32(dst, src, n, a, true);
+}
+
+/* to float8_e4m3fn */
+DEF_GENERIC(E4M3, F64)
+DEF_SMALL_FROM_F32(E4M3)
+DEF_GENERIC(E4M3, F16)
+DEF_GENERIC(E4M3, BF16)
+DEF_GENERIC(E4M3, E5M2)
+
+/* to float8_e5m2 */
+DEF_GENERIC(E5M2, F64)
+DEF_SMALL_FROM_F32(E5M2)
+DEF_GENERIC(E5M2, F16)
+DEF_GENERIC(E5M2, BF16)
+DEF_GENERIC(E5M2, E4M3)
+
+void mxp__cvt_register_scalar(mxp__kernels *k)
+{
+    enum { F64 = MXP_FLOAT64, F32 = MXP_FLOAT32, F16 = MXP_FLOAT16, BF16 = MXP_BFLOAT16,
+           E4M3 = MXP_FLOAT8_E4M3FN, E5M2 = MXP_FLOAT8_E5M2 };
+#define SET2(D, S, rne, sr)                                                                    \
+    do {                                                                                       \
+        k->cvt[D][S][MXP__RNE] = rne;                                                          \
+        k->cvt[D][S][MXP__SR] = sr;                                                            \
+    } while (0)
+#define SET_EXACT(D, S) SET2(D, S, cvt_##D##_##S, cvt_##D##_##S)
+#define SET_ROUND(D, S) SET2(D, S, cvt_##D##_##S, cvt_##D##_##S##_sr)
+
+    SET_EXACT(F64, F64);
+    SET_EXACT(F64, F32);
+    SET_EXACT(F64, F16);
+    SET_EXACT(F64, BF16);
+    SET_EXACT(F64, E4M3);
+    SET_EXACT(F64, E5M2);
+
+    SET_ROUND(F32, F64);
+    SET_EXACT(F32, F32);
+    SET_EXACT(F32, F16);
+    SET2(F32, BF16, cvt_f32_bf16, cvt_f32_bf16);
+    SET_EXACT(F32, E4M3);
+    SET_EXACT(F32, E5M2);
+
+    SET_ROUND(F16, F64);
+    SET_ROUND(F16, F32);
+    SET_EXACT(F16, F16);
+    SET_ROUND(F16, BF16);
+    SET_EXACT(F16, E4M3);
+    SET_EXACT(F16, E5M2);
+
+    SET_ROUND(BF16, F64);
+    SET_ROUND(BF16, F32);
+    SET_ROUND(BF16, F16);
+    SET_EXACT(BF16, BF16);
+    SET_EXACT(BF16, E4M3);
+    SET_EXACT(BF16, E5M2);
+
+    SET_ROUND(E4M3, F64);
+    SET_ROUND(E4M3, F32);
+    SET_ROUND(E4M3, F16);
+    SET_ROUND(E4M3, BF16);
+    SET_EXACT(E4M3, E4M3);
+    SET_ROUND(E4M3, E5M2);
+
+    SET_ROUND(E5M2, F64);
+    SET_ROUND(E5M2, F32);
+    SET_ROUND(E5M2, F16);
+    SET_ROUND(E5M2, BF16);
+    SET_ROUND(E5M2, E4M3);
+    SET_EXACT(E5M2, E5M2);
+#undef SET2
+#undef SET_EXACT
+#undef SET_ROUND
+}

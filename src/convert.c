@@ -1,0 +1,139 @@
+/*
+ * convert.c - mxp_convert / mxp_convert_ex: argument checks, then dispatch to the kernel table
+ * (kernels.h), optionally over several threads.
+ *
+ * Work splitting: the element index i of the call is the stochastic-rounding index, so any
+ * split gives the same bits as one call. Threads take contiguous chunks whose boundaries are
+ * multiples of 64 elements (whole cache lines for every dtype, whole vectors for every ISA),
+ * and no single kernel call ever straddles a multiple of 2^32 in the element index (a vector
+ * kernel computes the stochastic-rounding key of the high index half once per call).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kernels.h"
+
+/* A thread is worth starting only for at least this many elements (tuned by the benchmarks). */
+#define MXP__CONVERT_MIN_PER_THREAD ((size_t)1 << 18)
+/* Upper bound on the threads one call starts (requests above it are clamped). */
+#define MXP__CONVERT_MAX_THREADS 64
+/* Chunk boundaries are multiples of this many elements. */
+#define MXP__CONVERT_CHUNK_ALIGN ((size_t)64)
+
+typedef struct chunk {
+    mxp__cvt_fn fn;
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t dsize, ssize;
+    size_t begin, end; /* element indices of this call */
+    mxp__cvt_args args;
+} chunk;
+
+/* Run [begin, end) as kernel calls that never cross a multiple of 2^32 in the index. */
+static void run_chunk(const chunk *c)
+{
+    size_t i = c->begin;
+    while (i < c->end) {
+        uint64_t next = ((uint64_t)i | 0xFFFFFFFFull) + 1u; /* next multiple of 2^32 */
+        size_t stop = (uint64_t)c->end < next ? c->end : (size_t)next;
+        mxp__cvt_args a = c->args;
+        a.index0 = c->args.index0 + (uint64_t)i;
+        c->fn(c->dst + i * c->dsize, c->src + i * c->ssize, stop - i, &a);
+        i = stop;
+    }
+}
+
+static void *run_chunk_thread(void *p)
+{
+    run_chunk((const chunk *)p);
+    return NULL;
+}
+
+static const char *const float_names =
+    "float64, float32, float16, bfloat16, float8_e4m3fn or float8_e5m2";
+
+static mxp_status check_dtype(mxp_dtype d, const char *what)
+{
+    if ((unsigned)d < MXP_FLOAT_DTYPE_COUNT) return MXP_OK;
+    if (mxp__dtype_valid(d))
+        return mxp__fail(MXP_EINVAL, "mxp_convert: %s %s is not a floating dtype (expected %s)",
+                         what, mxp_dtype_name(d), float_names);
+    return mxp__fail(MXP_EINVAL, "mxp_convert: %s %d is not a valid dtype (expected %s)", what,
+                     (int)d, float_names);
+}
+
+mxp_status mxp_convert(void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type, size_t n)
+{
+    return mxp_convert_ex(dst, dst_type, src, src_type, n, NULL);
+}
+
+mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
+                          size_t n, const mxp_convert_opts *opts)
+{
+    static const mxp_convert_opts defaults = {MXP_ROUND_NEAREST_EVEN, false, 0, 0};
+    const mxp_convert_opts *o = opts ? opts : &defaults;
+    mxp_status s;
+    if ((s = check_dtype(dst_type, "dst_type")) != MXP_OK) return s;
+    if ((s = check_dtype(src_type, "src_type")) != MXP_OK) return s;
+    if (o->rounding != MXP_ROUND_NEAREST_EVEN && o->rounding != MXP_ROUND_STOCHASTIC)
+        return mxp__fail(MXP_EINVAL,
+                         "mxp_convert_ex: opts->rounding = %d is not a rounding mode (expected "
+                         "MXP_ROUND_NEAREST_EVEN or MXP_ROUND_STOCHASTIC)",
+                         (int)o->rounding);
+    if (o->threads < 0)
+        return mxp__fail(MXP_EINVAL, "mxp_convert_ex: opts->threads = %d is negative (expected 0, 1 "
+                         "or a thread count)", o->threads);
+    if (n == 0) return MXP_OK;
+    if (!dst) return mxp__fail(MXP_EINVAL, "mxp_convert: dst is NULL with n = %zu", n);
+    if (!src) return mxp__fail(MXP_EINVAL, "mxp_convert: src is NULL with n = %zu", n);
+
+    const size_t dsize = mxp_dtype_size(dst_type), ssize = mxp_dtype_size(src_type);
+    if (n > SIZE_MAX / 8)
+        return mxp__fail(MXP_EINVAL, "mxp_convert: n = %zu elements is too large", n);
+    /* Overlap is allowed only as the very same buffer with equal element sizes. */
+    const uintptr_t d0 = (uintptr_t)dst, s0 = (uintptr_t)src;
+    const bool overlap = d0 < s0 + n * ssize && s0 < d0 + n * dsize;
+    if (overlap && !(d0 == s0 && dsize == ssize))
+        return mxp__fail(MXP_EINVAL, "mxp_convert: dst and src overlap (%s -> %s, n = %zu); only "
+                         "in-place conversion between dtypes of the same size is allowed",
+                         mxp_dtype_name(src_type), mxp_dtype_name(dst_type), n);
+
+    const int mode = o->rounding == MXP_ROUND_STOCHASTIC ? MXP__SR : MXP__RNE;
+    chunk whole = {mxp__kernels_active()->cvt[dst_type][src_type][mode],
+                   (unsigned char *)dst, (const unsigned char *)src, dsize, ssize, 0, n,
+                   {o->saturate, o->seed, 0}};
+
+    /* How many threads: at most the request, at most one per MIN_PER_THREAD elements. */
+    size_t nt = o->threads > 1 ? (size_t)o->threads : 1;
+    if (nt > MXP__CONVERT_MAX_THREADS) nt = MXP__CONVERT_MAX_THREADS;
+    if (nt > n / MXP__CONVERT_MIN_PER_THREAD) nt = n / MXP__CONVERT_MIN_PER_THREAD;
+    if (nt <= 1) {
+        run_chunk(&whole);
+        return MXP_OK;
+    }
+
+    /* Contiguous chunks, boundaries at multiples of 64 elements. */
+    size_t per = (n + nt - 1) / nt;
+    per = (per + MXP__CONVERT_CHUNK_ALIGN - 1) / MXP__CONVERT_CHUNK_ALIGN * MXP__CONVERT_CHUNK_ALIGN;
+    chunk chunks[MXP__CONVERT_MAX_THREADS];
+    pthread_t tids[MXP__CONVERT_MAX_THREADS];
+    bool started[MXP__CONVERT_MAX_THREADS];
+    size_t count = 0;
+    for (size_t b = 0; b < n; b += per) {
+        chunks[count] = whole;
+        chunks[count].begin = b;
+        chunks[count].end = n - b > per ? b + per : n;
+        count++;
+    }
+    /* Chunk 0 runs on the calling thread; a chunk whose thread cannot start runs here too. */
+    for (size_t t = 1; t < count; t++)
+        started[t] = pthread_create(&tids[t], NULL, run_chunk_thread, &chunks[t]) == 0;
+    run_chunk(&chunks[0]);
+    for (size_t t = 1; t < count; t++) {
+        if (started[t]) pthread_join(tids[t], NULL);
+        else run_chunk(&chunks[t]);
+    }
+    return MXP_OK;
+}
