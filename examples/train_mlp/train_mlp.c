@@ -1,0 +1,421 @@
+/*
+ * train_mlp.c - mixed-precision training of Axon's MixedPrecision example MLP on Fashion-MNIST.
+ *
+ *   model = input(784) |> dense(128, relu) |> batch_norm |> dropout(0.5)
+ *                      |> dense(64, relu)  |> batch_norm |> dropout(0.5) |> dense(10, softmax)
+ *   policy = create_policy(params: f32, compute: f16, output: f32)
+ *   mp_model = apply_policy(model, policy, except: [:batch_norm])
+ *
+ * The same in C with mixprec: the policy text is parsed with mxp_policy_parse, applied to the
+ * layers with mxp_policy_map_apply (except: a list of op names), and every layer looks up its
+ * policy by path in the map (model.c). Adam updates float32 master weights. Loss scaling uses
+ * mxp_loss_scale_*: the loss gradient is multiplied by the scale, mxp_unscale_check divides the
+ * float32 parameter gradients by it and says whether they are all finite, the update is skipped
+ * when they are not, and mxp_loss_scale_adjust moves a dynamic scale.
+ *
+ * Run `train_mlp --help` for the options. Exit codes: 0 ok, 1 runtime failure (data, memory,
+ * a --check assertion), 2 bad command line.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mixprec.h"
+#include "mnist.h"
+#include "model.h"
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+enum { MAX_EPOCHS = 1000, UNDERFLOW_SAMPLE_EVERY = 8 };
+
+typedef struct options {
+    const char *policy, *except, *loss_scale, *csv, *data;
+    int epochs, threads;
+    size_t batch, limit;
+    float lr;
+    uint64_t seed;
+    double check; /* < 0: no --check */
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: train_mlp [options]\n"
+        "Mixed-precision training of Axon's MixedPrecision MLP (784-128-64-10 with batch norm\n"
+        "and dropout) on Fashion-MNIST, with mixprec policies and loss scaling.\n"
+        "\n"
+        "  --policy P        precision policy, anything mxp_policy_parse accepts\n"
+        "                    (default \"p=f32,c=f16,o=f32\"; e.g. float32, mixed_bfloat16)\n"
+        "  --except OPS      comma list of op names that keep float32 (default batch_norm;\n"
+        "                    \"\" or none: apply the policy to every layer). Ops: dense,\n"
+        "                    batch_norm, dropout\n"
+        "  --loss-scale S    none | static:N | dynamic[:INITIAL[:PERIOD]]\n"
+        "                    (default dynamic = dynamic:32768:2000)\n"
+        "  --epochs N        passes over the training set (default 3)\n"
+        "  --batch B         batch size (default 128)\n"
+        "  --lr X            Adam learning rate (default 0.001)\n"
+        "  --seed S          seed for initialisation, shuffling and dropout (default 7)\n"
+        "  --threads T       threads for the matrix products (default 1; results do not\n"
+        "                    depend on T)\n"
+        "  --csv FILE        write one row per epoch: epoch,train_loss,test_accuracy,\n"
+        "                    loss_scale,skipped_steps,grad_underflow_fraction,seconds\n"
+        "  --data DIR        directory with the four Fashion-MNIST .gz files\n"
+        "                    (default " DEFAULT_DATA ")\n"
+        "  --limit N         use only the first N training images\n"
+        "  --check ACC       exit 1 unless the final test accuracy is >= ACC and, with a\n"
+        "                    dynamic loss scale, the scale changed at least once\n"
+        "  --help            this text\n");
+}
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "train_mlp: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n");
+    usage(stderr);
+    return 2;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-') return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, float *out)
+{
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+/* Parse argv into *o. Returns 0, or 2 after printing the usage message (1 never), or -1 for --help. */
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){"p=f32,c=f16,o=f32", "batch_norm", "dynamic", NULL, DEFAULT_DATA,
+                   3, 1, 128, 0, 1e-3f, 7, -1.0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return -1;
+        if (strncmp(a, "--", 2) != 0) return bad_usage("unexpected argument '%s'", a);
+        /* --name value or --name=value */
+        char name[32];
+        const char *val = strchr(a, '=');
+        size_t len = val ? (size_t)(val - a) : strlen(a);
+        if (len >= sizeof name) return bad_usage("unknown option '%s'", a);
+        memcpy(name, a, len);
+        name[len] = '\0';
+        if (val) val++;
+        else if (i + 1 < argc) val = argv[++i];
+        else return bad_usage("option '%s' needs a value", a);
+
+        uint64_t u = 0;
+        float f = 0;
+        if (strcmp(name, "--policy") == 0) o->policy = val;
+        else if (strcmp(name, "--except") == 0) o->except = val;
+        else if (strcmp(name, "--loss-scale") == 0) o->loss_scale = val;
+        else if (strcmp(name, "--csv") == 0) o->csv = val;
+        else if (strcmp(name, "--data") == 0) o->data = val;
+        else if (strcmp(name, "--epochs") == 0) {
+            if (!parse_u64(val, &u) || u < 1 || u > MAX_EPOCHS)
+                return bad_usage("--epochs needs an integer 1..1000, not '%s'", val);
+            o->epochs = (int)u;
+        } else if (strcmp(name, "--batch") == 0) {
+            if (!parse_u64(val, &u) || u < 2 || u > 65536)
+                return bad_usage("--batch needs an integer 2..65536, not '%s'", val);
+            o->batch = (size_t)u;
+        } else if (strcmp(name, "--threads") == 0) {
+            if (!parse_u64(val, &u) || u < 1 || u > 64)
+                return bad_usage("--threads needs an integer 1..64, not '%s'", val);
+            o->threads = (int)u;
+        } else if (strcmp(name, "--limit") == 0) {
+            if (!parse_u64(val, &u) || u < 1)
+                return bad_usage("--limit needs a positive integer, not '%s'", val);
+            o->limit = (size_t)u;
+        } else if (strcmp(name, "--seed") == 0) {
+            if (!parse_u64(val, &u)) return bad_usage("--seed needs an unsigned integer, not '%s'", val);
+            o->seed = u;
+        } else if (strcmp(name, "--lr") == 0) {
+            if (!parse_float(val, &f) || f <= 0.0f)
+                return bad_usage("--lr needs a positive number, not '%s'", val);
+            o->lr = f;
+        } else if (strcmp(name, "--check") == 0) {
+            if (!parse_float(val, &f) || f < 0.0f || f > 1.0f)
+                return bad_usage("--check needs an accuracy in [0,1], not '%s'", val);
+            o->check = f;
+        } else return bad_usage("unknown option '%s'", a);
+    }
+    return 0;
+}
+
+/* "none" | "static:N" | "dynamic[:INITIAL[:PERIOD]]" -> a valid mxp_loss_scale, or false. */
+static bool parse_loss_scale(const char *text, mxp_loss_scale *out)
+{
+    float v = 0;
+    if (strcmp(text, "none") == 0) {
+        *out = mxp_loss_scale_noop();
+        return true;
+    }
+    if (strncmp(text, "static:", 7) == 0) {
+        if (!parse_float(text + 7, &v) || v <= 0.0f) return false;
+        *out = mxp_loss_scale_static(v);
+        return mxp_loss_scale_is_valid(*out);
+    }
+    if (strncmp(text, "dynamic", 7) != 0) return false;
+    const char *rest = text + 7;
+    float initial = 32768.0f; /* 2^15, the usual starting point (Keras, jmp examples) */
+    uint64_t period = MXP_LOSS_SCALE_DEFAULT_PERIOD;
+    if (*rest == ':') {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", rest + 1);
+        char *colon = strchr(buf, ':');
+        if (colon) *colon = '\0';
+        if (!parse_float(buf, &initial)) return false;
+        if (colon && (!parse_u64(colon + 1, &period) || period < 1 || period > INT32_MAX))
+            return false;
+    } else if (*rest != '\0') {
+        return false;
+    }
+    *out = mxp_loss_scale_dynamic(initial);
+    out->period = (int32_t)period;
+    return mxp_loss_scale_is_valid(*out);
+}
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Split a comma list of op names; every name must be an op of this model. */
+static int parse_except(const char *text, char *storage, size_t cap, const char **ops, size_t *n)
+{
+    *n = 0;
+    if (strcmp(text, "") == 0 || strcmp(text, "none") == 0) return 0;
+    snprintf(storage, cap, "%s", text);
+    for (char *tok = storage; tok;) {
+        char *comma = strchr(tok, ',');
+        if (comma) *comma = '\0';
+        while (*tok == ' ') tok++;
+        for (char *e = tok + strlen(tok); e > tok && e[-1] == ' ';) *--e = '\0';
+        if (strcmp(tok, "dense") != 0 && strcmp(tok, "batch_norm") != 0 &&
+            strcmp(tok, "dropout") != 0)
+            return bad_usage("unknown op '%s' in --except (this model has: dense, batch_norm, "
+                             "dropout)", tok);
+        if (*n < 8) ops[(*n)++] = tok;
+        tok = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+/* One CSV row per epoch, kept in memory and rewritten whole (temp file + rename) each epoch. */
+typedef struct csv_row {
+    int epoch;
+    double loss, acc, scale, underflow, seconds;
+    uint64_t skipped;
+} csv_row;
+
+static int write_csv(const char *path, const csv_row *rows, int n)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "train_mlp: cannot write %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "epoch,train_loss,test_accuracy,loss_scale,skipped_steps,grad_underflow_fraction,"
+               "seconds\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%d,%.6f,%.4f,%.9g,%llu,%.6g,%.3f\n", rows[i].epoch, rows[i].loss, rows[i].acc,
+                rows[i].scale, (unsigned long long)rows[i].skipped, rows[i].underflow,
+                rows[i].seconds);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "train_mlp: cannot write %s: %s\n", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static double evaluate(model *m, const mnist_split *test)
+{
+    size_t correct = 0;
+    for (size_t i = 0; i < test->n; i += m->batch) {
+        size_t rows = test->n - i < m->batch ? test->n - i : m->batch;
+        model_set_input(m, test->images + i * MNIST_PIXELS, NULL, rows);
+        model_forward(m, rows, false, NULL);
+        correct += model_correct(m, test->labels + i, rows);
+    }
+    return (double)correct / (double)test->n;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc == -1) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc != 0) return rc;
+
+    /* ---- policy -> policy map (Axon's apply_policy with except:) ---- */
+    mxp_policy policy, full;
+    if (mxp_policy_parse(o.policy, &policy) != MXP_OK)
+        return bad_usage("bad --policy: %s", mxp_last_error());
+    if (policy.quant != MXP_QUANT_NONE)
+        return bad_usage("--policy '%s': quantized policies are not supported by this trainer",
+                         o.policy);
+    mxp_loss_scale ls;
+    if (!parse_loss_scale(o.loss_scale, &ls))
+        return bad_usage("bad --loss-scale '%s' (expected none, static:N with N > 0, or "
+                         "dynamic[:INITIAL[:PERIOD]] with INITIAL >= 1)", o.loss_scale);
+    char except_buf[256];
+    const char *except_ops[8];
+    mxp_layer_select sel = {0};
+    if ((rc = parse_except(o.except, except_buf, sizeof except_buf, except_ops, &sel.n_except)))
+        return rc;
+    sel.except = except_ops;
+
+    mxp_policy_parse("float32", &full);
+    mxp_policy_map *map = mxp_policy_map_new(&full); /* layers left out keep float32 */
+    mxp_layer layers[NLAYERS];
+    model_layer_list(layers);
+    if (!map || mxp_policy_map_apply(map, layers, NLAYERS, &policy, &sel, NULL) != MXP_OK) {
+        fprintf(stderr, "train_mlp: applying the policy failed: %s\n", mxp_last_error());
+        mxp_policy_map_free(map);
+        return 1;
+    }
+
+    /* ---- data ---- */
+    char err[8192];
+    mnist_split train = {0}, test = {0};
+    if (mnist_load(o.data, "train", o.limit, &train, err, sizeof err) != 0 ||
+        mnist_load(o.data, "t10k", 0, &test, err, sizeof err) != 0) {
+        fprintf(stderr, "train_mlp: %s\n", err);
+        mnist_free(&train);
+        mxp_policy_map_free(map);
+        return 1;
+    }
+
+    /* ---- model ---- */
+    model m;
+    if (model_init(&m, map, o.batch, o.seed, o.threads, err, sizeof err) != 0) {
+        fprintf(stderr, "train_mlp: %s\n", err);
+        mnist_free(&train);
+        mnist_free(&test);
+        mxp_policy_map_free(map);
+        return 1;
+    }
+    mxp_policy_map_free(map);
+
+    char ptext[64];
+    mxp_policy_format(&policy, ptext, sizeof ptext);
+    printf("train_mlp: policy %s, except [%s], loss scale %s, %zu train / %zu test images, "
+           "batch %zu, %d thread%s, kernels %s\n",
+           ptext, o.except, o.loss_scale, train.n, test.n, o.batch, o.threads,
+           o.threads == 1 ? "" : "s", mxp_isa());
+    for (int i = 0; i < NLAYERS; i++) {
+        mxp_policy_format(&m.L[i].pol, ptext, sizeof ptext);
+        printf("  %-13s %s\n", m.L[i].path, ptext);
+    }
+    printf("  activations: %zu bytes per batch of %zu\n", m.activation_bytes, o.batch);
+
+    /* ---- training ---- */
+    float *dlogits = malloc(o.batch * MNIST_CLASSES * sizeof *dlogits);    /* [B,10] */
+    size_t *order = malloc(train.n * sizeof *order);                       /* [n] shuffled */
+    uint8_t *batch_labels = malloc(o.batch);                               /* [B] */
+    csv_row *rows_out = calloc((size_t)o.epochs, sizeof *rows_out);
+    if (!dlogits || !order || !batch_labels || !rows_out) {
+        fprintf(stderr, "train_mlp: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < train.n; i++) order[i] = i;
+    uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
+    uint64_t skipped = 0, scale_changes = 0, step = 0;
+    double acc = 0.0;
+    rc = 0;
+    for (int epoch = 1; epoch <= o.epochs; epoch++) {
+        double t0 = now_seconds(), loss_sum = 0.0;
+        size_t nsteps = 0;
+        underflow_stats u = {0};
+        for (size_t i = train.n - 1; i > 0; i--) { /* Fisher-Yates shuffle */
+            size_t j = (size_t)(((uint64_t)(rng = rng * 6364136223846793005ull +
+                                                   1442695040888963407ull) >> 33) % (i + 1));
+            size_t t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        for (size_t b = 0; b < train.n; b += o.batch) {
+            size_t rows = train.n - b < o.batch ? train.n - b : o.batch;
+            if (rows < 2) break; /* batch norm needs two rows */
+            model_set_input(&m, train.images, order + b, rows);
+            for (size_t r = 0; r < rows; r++) batch_labels[r] = train.labels[order[b + r]];
+
+            model_forward(&m, rows, true, &rng);
+            loss_sum += (double)model_loss(&m, batch_labels, rows, ls.scale, dlogits);
+            u.active = step % UNDERFLOW_SAMPLE_EVERY == 0;
+            model_backward(&m, dlogits, rows, &u);
+
+            bool finite = mxp_unscale_check(m.grad, MXP_FLOAT32, m.nparams, ls.scale);
+            float before = ls.scale;
+            ls = mxp_loss_scale_adjust(ls, finite);
+            scale_changes += ls.scale != before;
+            if (finite) model_adam_step(&m, o.lr);
+            else skipped++;
+            nsteps++;
+            step++;
+        }
+        acc = evaluate(&m, &test);
+        double secs = now_seconds() - t0;
+        csv_row *r = &rows_out[epoch - 1];
+        *r = (csv_row){epoch, loss_sum / (double)nsteps, acc, ls.scale,
+                       u.total ? (double)u.lost / (double)u.total : 0.0, secs, skipped};
+        printf("epoch %d  train_loss %.4f  test_accuracy %.4f  loss_scale %g  skipped %llu  "
+               "underflow %.4g  %.1fs\n",
+               epoch, r->loss, acc, r->scale, (unsigned long long)skipped, r->underflow, secs);
+        fflush(stdout);
+        if (o.csv && write_csv(o.csv, rows_out, epoch) != 0) {
+            rc = 1;
+            break;
+        }
+    }
+    printf("summary: test_accuracy=%.4f loss_scale=%g skipped_steps=%llu scale_changes=%llu "
+           "activation_bytes=%zu\n",
+           acc, (double)ls.scale, (unsigned long long)skipped, (unsigned long long)scale_changes,
+           m.activation_bytes);
+
+    if (rc == 0 && o.check >= 0.0) {
+        if (acc < o.check) {
+            fprintf(stderr, "train_mlp: check failed: test accuracy %.4f < %.4f\n", acc, o.check);
+            rc = 1;
+        } else if (ls.kind == MXP_LOSS_SCALE_DYNAMIC && scale_changes == 0) {
+            fprintf(stderr, "train_mlp: check failed: the dynamic loss scale never changed\n");
+            rc = 1;
+        } else {
+            printf("check passed: test accuracy %.4f >= %.4f%s\n", acc, o.check,
+                   ls.kind == MXP_LOSS_SCALE_DYNAMIC ? ", dynamic loss scale changed" : "");
+        }
+    }
+    free(dlogits);
+    free(order);
+    free(batch_labels);
+    free(rows_out);
+    model_free(&m);
+    mnist_free(&train);
+    mnist_free(&test);
+    return rc;
+}
