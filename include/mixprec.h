@@ -11,5 +11,6 @@
 #include "mixprec/tensor.h"
 #include "mixprec/policy.h"
 #include "mixprec/policy_map.h"
+#include "mixprec/loss_scale.h"
 
 #endif /* MIXPREC_H */

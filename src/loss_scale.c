@@ -1,0 +1,438 @@
+/*
+ * loss_scale.c - no-op / static / dynamic loss scales (DESIGN.md section 7, jmp semantics),
+ * the public all-finite and unscale-and-check entry points (the work is in the kernels),
+ * skip-step select, the data-parallel reduction hook, and save/restore as one line of text.
+ *
+ * Save/restore writes floats as exact C99 hexadecimal with our own formatter and parser, so
+ * the text and the round trip never depend on the C locale (printf's %a and strtod would use
+ * the locale's decimal point).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kernels.h"
+#include "mixprec/loss_scale.h"
+
+/* ---- construction, validity, adjust ----------------------------------------------------- */
+
+static mxp_loss_scale make(mxp_loss_scale_kind kind, float scale, float min_scale)
+{
+    mxp_loss_scale s;
+    s.kind = kind;
+    s.scale = scale;
+    s.counter = 0;
+    s.period = MXP_LOSS_SCALE_DEFAULT_PERIOD;
+    s.factor = MXP_LOSS_SCALE_DEFAULT_FACTOR;
+    s.min_scale = min_scale;
+    s.max_scale = INFINITY;
+    return s;
+}
+
+mxp_loss_scale mxp_loss_scale_noop(void) { return make(MXP_LOSS_SCALE_NOOP, 1.0f, 1.0f); }
+
+mxp_loss_scale mxp_loss_scale_static(float scale) { return make(MXP_LOSS_SCALE_STATIC, scale, 0.0f); }
+
+mxp_loss_scale mxp_loss_scale_dynamic(float initial_scale)
+{
+    return make(MXP_LOSS_SCALE_DYNAMIC, initial_scale, 1.0f);
+}
+
+/* NULL when s is valid, else a static description of the first broken rule. */
+static const char *invalid_reason(const mxp_loss_scale *s)
+{
+    switch (s->kind) {
+    case MXP_LOSS_SCALE_NOOP:
+        return s->scale == 1.0f ? NULL : "scale must be 1 for a noop loss scale";
+    case MXP_LOSS_SCALE_STATIC:
+        return isfinite(s->scale) && s->scale > 0.0f ? NULL : "scale must be finite and > 0";
+    case MXP_LOSS_SCALE_DYNAMIC: break;
+    default: return "kind must be noop, static or dynamic";
+    }
+    if (s->period < 1) return "period must be >= 1";
+    if (s->counter < 0 || s->counter >= s->period) return "counter must be in 0 .. period-1";
+    if (!(isfinite(s->factor) && s->factor > 1.0f)) return "factor must be finite and > 1";
+    if (!(isfinite(s->scale) && s->scale > 0.0f)) return "scale must be finite and > 0";
+    if (!(s->min_scale >= 0.0f)) return "min_scale must be >= 0";
+    if (!(s->min_scale <= s->scale)) return "min_scale must be <= scale";
+    if (!(s->scale <= s->max_scale)) return "max_scale must be >= scale";
+    return NULL;
+}
+
+mxp_status mxp_loss_scale_validate(const mxp_loss_scale *s)
+{
+    if (!s) return mxp__fail(MXP_EINVAL, "loss scale must be non-NULL");
+    const char *why = invalid_reason(s);
+    if (why)
+        return mxp__fail(MXP_EINVAL,
+                         "invalid loss scale (kind=%d scale=%g counter=%ld period=%ld factor=%g "
+                         "min_scale=%g max_scale=%g): %s",
+                         (int)s->kind, (double)s->scale, (long)s->counter, (long)s->period,
+                         (double)s->factor, (double)s->min_scale, (double)s->max_scale, why);
+    return MXP_OK;
+}
+
+bool mxp_loss_scale_is_valid(mxp_loss_scale s) { return invalid_reason(&s) == NULL; }
+
+mxp_loss_scale mxp_loss_scale_adjust(mxp_loss_scale s, bool grads_finite)
+{
+    if (s.kind != MXP_LOSS_SCALE_DYNAMIC || invalid_reason(&s)) return s;
+    if (grads_finite) {
+        /* counter < period, so counter + 1 cannot overflow */
+        s.counter += 1;
+        if (s.counter == s.period) {
+            float grown = s.scale * s.factor; /* float32, as jmp */
+            if (isfinite(grown)) s.scale = grown < s.max_scale ? grown : s.max_scale;
+            s.counter = 0;
+        }
+    } else {
+        float shrunk = s.scale / s.factor;
+        s.scale = shrunk > s.min_scale ? shrunk : s.min_scale;
+        s.counter = 0;
+    }
+    return s;
+}
+
+bool mxp_loss_scale_at_min(mxp_loss_scale s)
+{
+    return s.kind == MXP_LOSS_SCALE_DYNAMIC && s.scale <= s.min_scale;
+}
+
+float mxp_loss_scale_scale(mxp_loss_scale s, float loss)
+{
+    return s.kind == MXP_LOSS_SCALE_NOOP ? loss : loss * s.scale;
+}
+
+/* ---- the array passes (kernels do the work) ---------------------------------------------- */
+
+bool mxp_all_finite(const void *x, mxp_dtype dtype, size_t n)
+{
+    if (!mxp__dtype_valid(dtype)) return false;
+    if (n == 0) return true;
+    if (!x) return false;
+    if (!mxp_dtype_is_floating(dtype)) return true; /* integers and bools are always finite */
+    return mxp__kernels_active()->all_finite[dtype](x, n);
+}
+
+bool mxp_unscale_check(void *x, mxp_dtype dtype, size_t n, float scale)
+{
+    if (!mxp_dtype_is_floating(dtype)) return false;
+    if (n == 0) return true;
+    if (!x) return false;
+    float inv = (float)(1.0 / (double)scale);
+    return mxp__kernels_active()->unscale_check[dtype](x, n, inv);
+}
+
+mxp_status mxp_select(bool pred, void *out, const void *a, const void *b, mxp_dtype dtype, size_t n)
+{
+    if (!mxp__dtype_valid(dtype))
+        return mxp__fail(MXP_EINVAL, "mxp_select: invalid dtype %d", (int)dtype);
+    if (n == 0) return MXP_OK;
+    if (!out || !a || !b)
+        return mxp__fail(MXP_EINVAL, "mxp_select: out, a and b must be non-NULL when n = %zu > 0", n);
+    size_t size = mxp_dtype_size(dtype);
+    if (n > SIZE_MAX / size)
+        return mxp__fail(MXP_EINVAL, "mxp_select: n = %zu elements of %s overflow size_t", n,
+                         mxp_dtype_name(dtype));
+    const void *src = pred ? a : b;
+    if (src != out) memcpy(out, src, n * size);
+    return MXP_OK;
+}
+
+mxp_status mxp_loss_scale_adjust_reduce(mxp_loss_scale *s, bool local_finite,
+                                        mxp_finite_reduce_fn reduce, void *ctx, bool *grads_finite)
+{
+    if (!s) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_adjust_reduce: loss scale must be non-NULL");
+    int flag = local_finite ? 1 : 0;
+    if (reduce) {
+        int rc = reduce(&flag, ctx);
+        if (rc != 0)
+            return mxp__fail(MXP_EIO,
+                             "mxp_loss_scale_adjust_reduce: the reduction callback failed "
+                             "(returned %d); loss scale unchanged",
+                             rc);
+    }
+    *s = mxp_loss_scale_adjust(*s, flag != 0);
+    if (grads_finite) *grads_finite = flag != 0;
+    return MXP_OK;
+}
+
+/* ---- save ------------------------------------------------------------------------------- */
+
+static const char *const kind_names[] = {"noop", "static", "dynamic"};
+#define TAG "mxp-loss-scale/1"
+
+/*
+ * Exact hexadecimal text of a float, C99 %a style: [-]0x1.<hex>p<+|-><dec>, trailing zero
+ * digits dropped, subnormals normalised (0x1p-149); [-]0x0p+0, [-]inf, [-]nan.
+ * The 23 fraction bits shifted left by one make 24 bits = 6 hex digits.
+ */
+static void format_hex_float(float f, char out[32])
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const char *sign = (u >> 31) ? "-" : "";
+    uint32_t e = (u >> 23) & 0xFF, m = u & 0x7FFFFF;
+    if (e == 0xFF) {
+        snprintf(out, 32, "%s%s", sign, m ? "nan" : "inf");
+        return;
+    }
+    if (e == 0 && m == 0) {
+        snprintf(out, 32, "%s0x0p+0", sign);
+        return;
+    }
+    int exp = (int)e - 127;
+    if (e == 0) { /* subnormal: normalise so the leading 1 is the hidden bit */
+        exp = -126;
+        while (!(m & 0x800000)) {
+            m <<= 1;
+            exp--;
+        }
+        m &= 0x7FFFFF;
+    }
+    uint32_t frac = m << 1; /* 24 bits */
+    int digits = 6;
+    while (digits > 0 && (frac & 0xF) == 0) {
+        frac >>= 4;
+        digits--;
+    }
+    if (digits)
+        snprintf(out, 32, "%s0x1.%0*xp%+d", sign, digits, (unsigned)frac, exp);
+    else
+        snprintf(out, 32, "%s0x1p%+d", sign, exp);
+}
+
+int mxp_loss_scale_save(const mxp_loss_scale *s, char *buf, size_t cap)
+{
+    if (!s) return -1;
+    char sc[32], fa[32], mi[32], ma[32];
+    format_hex_float(s->scale, sc);
+    format_hex_float(s->factor, fa);
+    format_hex_float(s->min_scale, mi);
+    format_hex_float(s->max_scale, ma);
+    char kind_buf[16];
+    const char *kind = kind_buf;
+    if ((unsigned)s->kind < sizeof kind_names / sizeof kind_names[0])
+        kind = kind_names[s->kind];
+    else
+        snprintf(kind_buf, sizeof kind_buf, "%d", (int)s->kind);
+    return snprintf(cap ? buf : NULL, cap,
+                    TAG " kind=%s scale=%s counter=%ld period=%ld factor=%s min_scale=%s max_scale=%s",
+                    kind, sc, (long)s->counter, (long)s->period, fa, mi, ma);
+}
+
+/* ---- restore ---------------------------------------------------------------------------- */
+
+static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static bool token_is(const char *p, size_t len, const char *word)
+{
+    size_t k = strlen(word);
+    if (len != k) return false;
+    for (size_t i = 0; i < k; i++) {
+        char c = p[i];
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (c != word[i]) return false;
+    }
+    return true;
+}
+
+/* Parse [-+]0x<hex>[.<hex>][p[+-]<dec>] exactly into a float. */
+static bool parse_hex_float(const char *p, size_t len, float *out)
+{
+    size_t i = 0;
+    bool neg = false;
+    if (i < len && (p[i] == '-' || p[i] == '+')) neg = p[i++] == '-';
+    if (!(i + 2 <= len && p[i] == '0' && (p[i + 1] == 'x' || p[i + 1] == 'X'))) return false;
+    i += 2;
+    uint64_t m = 0;
+    long scale2 = 0; /* value = m * 2^scale2 * 2^exp */
+    int ndigits = 0;
+    bool seen_point = false;
+    for (; i < len; i++) {
+        if (p[i] == '.' && !seen_point) {
+            seen_point = true;
+            continue;
+        }
+        int d = hex_digit(p[i]);
+        if (d < 0) break;
+        ndigits++;
+        if (m >> 56) { /* more digits than 64 bits hold: only zeros may follow */
+            if (d) return false;
+            if (!seen_point) scale2 += 4;
+            continue;
+        }
+        m = m * 16 + (uint64_t)d;
+        if (seen_point) scale2 -= 4;
+    }
+    if (ndigits == 0) return false;
+    long exp = 0;
+    if (i < len && (p[i] == 'p' || p[i] == 'P')) {
+        i++;
+        bool eneg = false;
+        if (i < len && (p[i] == '-' || p[i] == '+')) eneg = p[i++] == '-';
+        if (i >= len) return false;
+        for (; i < len; i++) {
+            if (p[i] < '0' || p[i] > '9') return false;
+            if (exp < 100000) exp = exp * 10 + (p[i] - '0');
+        }
+        if (eneg) exp = -exp;
+    }
+    if (i != len) return false;
+    float f;
+    if (m == 0) {
+        f = 0.0f;
+    } else {
+        while (!(m & 1)) {
+            m >>= 1;
+            scale2++;
+        }
+        if (m >> 24) return false; /* more than 24 significant bits: not a float32 */
+        long e = exp + scale2;
+        if (e < -149 - 24 || e > 128) return false;
+        double v = ldexp((double)m, (int)e); /* exact: m < 2^24, v within double range */
+        f = (float)v;
+        if ((double)f != v) return false; /* out of float range or below its precision */
+    }
+    *out = neg ? -f : f;
+    return true;
+}
+
+static bool parse_float(const char *p, size_t len, float *out)
+{
+    size_t j = (len && (p[0] == '-' || p[0] == '+')) ? 1 : 0;
+    bool neg = j && p[0] == '-';
+    if (token_is(p + j, len - j, "inf") || token_is(p + j, len - j, "infinity")) {
+        *out = neg ? -INFINITY : INFINITY;
+        return true;
+    }
+    if (token_is(p + j, len - j, "nan")) {
+        *out = neg ? -NAN : NAN;
+        return true;
+    }
+    if (len - j >= 2 && p[j] == '0' && (p[j + 1] == 'x' || p[j + 1] == 'X'))
+        return parse_hex_float(p, len, out);
+    /* decimal: digits, one '.', exponent; rounded to the nearest float32 */
+    char tmp[64];
+    if (len == 0 || len >= sizeof tmp) return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = p[i];
+        if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+'))
+            return false;
+    }
+    memcpy(tmp, p, len);
+    tmp[len] = '\0';
+    char *end = NULL;
+    float f = strtof(tmp, &end);
+    if (end != tmp + len) return false;
+    *out = f;
+    return true;
+}
+
+static bool parse_int32(const char *p, size_t len, int32_t *out)
+{
+    size_t i = 0;
+    bool neg = false;
+    if (i < len && (p[i] == '-' || p[i] == '+')) neg = p[i++] == '-';
+    if (i >= len) return false;
+    int64_t v = 0;
+    for (; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9') return false;
+        v = v * 10 + (p[i] - '0');
+        if (v > (int64_t)INT32_MAX + 1) return false;
+    }
+    if (neg) v = -v;
+    if (v < INT32_MIN || v > INT32_MAX) return false;
+    *out = (int32_t)v;
+    return true;
+}
+
+enum { F_KIND, F_SCALE, F_COUNTER, F_PERIOD, F_FACTOR, F_MIN, F_MAX, F_COUNT };
+static const char *const field_names[F_COUNT] = {"kind",   "scale",     "counter",  "period",
+                                                 "factor", "min_scale", "max_scale"};
+
+mxp_status mxp_loss_scale_restore(const char *text, mxp_loss_scale *out)
+{
+    if (!text || !out) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_restore: text and out must be non-NULL");
+    mxp_loss_scale s; /* filled completely before *out is written */
+    memset(&s, 0, sizeof s);
+    bool seen[F_COUNT] = {false};
+    const char *p = text;
+    bool tagged = false;
+    for (;;) {
+        while (*p && is_blank(*p)) p++;
+        if (!*p) break;
+        const char *tok = p;
+        while (*p && !is_blank(*p)) p++;
+        size_t len = (size_t)(p - tok);
+        if (!tagged) {
+            if (len != strlen(TAG) || memcmp(tok, TAG, len) != 0)
+                return mxp__fail(MXP_EPARSE,
+                                 "loss scale text must start with '" TAG "', got '%.*s' in '%s'",
+                                 (int)len, tok, text);
+            tagged = true;
+            continue;
+        }
+        const char *eq = memchr(tok, '=', len);
+        if (!eq)
+            return mxp__fail(MXP_EPARSE, "loss scale field '%.*s' has no '=value' in '%s'",
+                             (int)len, tok, text);
+        size_t klen = (size_t)(eq - tok);
+        const char *val = eq + 1;
+        size_t vlen = len - klen - 1;
+        int f = -1;
+        for (int k = 0; k < F_COUNT; k++)
+            if (klen == strlen(field_names[k]) && memcmp(tok, field_names[k], klen) == 0) f = k;
+        if (f < 0)
+            return mxp__fail(MXP_EPARSE,
+                             "unknown loss scale field '%.*s' in '%s' (expected kind, scale, "
+                             "counter, period, factor, min_scale, max_scale)",
+                             (int)klen, tok, text);
+        if (seen[f])
+            return mxp__fail(MXP_EPARSE, "loss scale field '%s' repeated in '%s'", field_names[f],
+                             text);
+        seen[f] = true;
+        bool ok = vlen > 0;
+        switch (f) {
+        case F_KIND:
+            ok = false;
+            for (int k = 0; k < 3; k++)
+                if (token_is(val, vlen, kind_names[k])) {
+                    s.kind = (mxp_loss_scale_kind)k;
+                    ok = true;
+                }
+            break;
+        case F_SCALE: ok = ok && parse_float(val, vlen, &s.scale); break;
+        case F_COUNTER: ok = ok && parse_int32(val, vlen, &s.counter); break;
+        case F_PERIOD: ok = ok && parse_int32(val, vlen, &s.period); break;
+        case F_FACTOR: ok = ok && parse_float(val, vlen, &s.factor); break;
+        case F_MIN: ok = ok && parse_float(val, vlen, &s.min_scale); break;
+        default: ok = ok && parse_float(val, vlen, &s.max_scale); break;
+        }
+        if (!ok)
+            return mxp__fail(MXP_EPARSE, "bad value '%.*s' for loss scale field '%s' in '%s' (%s)",
+                             (int)vlen, val, field_names[f], text,
+                             f == F_KIND ? "expected noop, static or dynamic"
+                             : (f == F_COUNTER || f == F_PERIOD)
+                                 ? "expected a decimal int32"
+                                 : "expected an exact float32: hex such as 0x1p+15, inf, or decimal");
+    }
+    if (!tagged) return mxp__fail(MXP_EPARSE, "empty loss scale text (expected '" TAG " kind=...')");
+    for (int k = 0; k < F_COUNT; k++)
+        if (!seen[k])
+            return mxp__fail(MXP_EPARSE, "loss scale field '%s' missing in '%s'", field_names[k], text);
+    const char *why = invalid_reason(&s);
+    if (why) return mxp__fail(MXP_EINVAL, "invalid loss scale state in '%s': %s", text, why);
+    *out = s;
+    return MXP_OK;
+}
