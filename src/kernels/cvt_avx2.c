@@ -1,6 +1,74 @@
 /*
- * cvt_avx2.c - avx2 kernels (placeholder: registers nothing yet, so the scalar entries stay).
+ * cvt_avx2.c - float32 <-> float16 / bfloat16 / float8 (e4m3fn, e5m2) with AVX2 (8 lanes).
+ *
+ * The algorithm is cvt_simd_impl.h's (shared with AVX-512 and NEON); this file only maps its
+ * primitives to AVX2 intrinsics. Registered: the 16 entries float32 -> narrow (nearest-even and
+ * stochastic) and narrow -> float32; every other pair keeps the scalar entry.
+ *
+ * Not used on purpose: F16C's VCVTPS2PH / VCVTPH2PS. They would handle finite values, but NaN
+ * needs a fix-up to the reference's pattern, saturation another, and stochastic rounding cannot
+ * use them at all; the integer path below is bit-exact by construction, independent of MXCSR
+ * (FTZ/DAZ/rounding mode), and the conversions run at memory bandwidth anyway (bench/RESULTS.md).
  */
+#include <immintrin.h>
+
 #include "kernels.h"
 
-void mxp__cvt_register_avx2(mxp__kernels *k) { (void)k; }
+#define VL 8
+typedef __m256i V;
+typedef __m256i M; /* all-ones / all-zeros lanes */
+
+#define PRIM static inline __attribute__((always_inline))
+PRIM V v_set1(uint32_t x) { return _mm256_set1_epi32((int)x); }
+PRIM V v_and(V a, V b) { return _mm256_and_si256(a, b); }
+PRIM V v_or(V a, V b) { return _mm256_or_si256(a, b); }
+PRIM V v_xor(V a, V b) { return _mm256_xor_si256(a, b); }
+PRIM V v_add(V a, V b) { return _mm256_add_epi32(a, b); }
+PRIM V v_sub(V a, V b) { return _mm256_sub_epi32(a, b); }
+PRIM V v_mullo(V a, V b) { return _mm256_mullo_epi32(a, b); }
+#define v_srli(x, imm) _mm256_srli_epi32((x), (imm))
+#define v_slli(x, imm) _mm256_slli_epi32((x), (imm))
+PRIM V v_srlv(V x, V c) { return _mm256_srlv_epi32(x, c); } /* count >= 32 -> 0 */
+PRIM V v_shls(V x, V c)
+{
+    /* c >= 0: the right shift by -c (>= 2^32 - 127 unsigned, or 0 when c == 0) adds nothing
+     * (or x itself); c < 0: the left shift by a huge count gives 0. */
+    return _mm256_or_si256(_mm256_sllv_epi32(x, c), _mm256_srlv_epi32(x, _mm256_sub_epi32(_mm256_setzero_si256(), c)));
+}
+PRIM M m_gt(V a, V b) { return _mm256_cmpgt_epi32(a, b); }
+PRIM M m_gtu(V a, V b)
+{
+    const V k = _mm256_set1_epi32((int)0x80000000u);
+    return _mm256_cmpgt_epi32(_mm256_xor_si256(a, k), _mm256_xor_si256(b, k));
+}
+PRIM M m_eq(V a, V b) { return _mm256_cmpeq_epi32(a, b); }
+PRIM V v_sel(M m, V t, V f) { return _mm256_blendv_epi8(f, t, m); }
+PRIM V v_inc(V x, M m) { return _mm256_sub_epi32(x, m); }
+PRIM V v_i2f_bits(V x) { return _mm256_castps_si256(_mm256_cvtepi32_ps(x)); }
+PRIM V v_iota(void) { return _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); }
+PRIM V ld32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+PRIM V ld16(const void *p) { return _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)); }
+PRIM V ld8(const void *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+PRIM void st32(void *p, V x) { _mm256_storeu_si256((__m256i *)p, x); }
+PRIM void st16x2(void *p, V x, V y)
+{
+    /* packus: [x0-3 y0-3 | x4-7 y4-7] (lanes < 2^16, so no saturation); qwords 0,2,1,3 */
+    const V w = _mm256_permute4x64_epi64(_mm256_packus_epi32(x, y), 0xD8);
+    _mm256_storeu_si256((__m256i *)p, w);
+}
+PRIM void st8x2(void *p, V x, V y)
+{
+    /* words [x0-3 y0-3 | x4-7 y4-7] -> bytes, dwords 0:x0-3 1:y0-3 4:x4-7 5:y4-7 */
+    const V w = _mm256_packus_epi32(x, y);
+    const V b = _mm256_packus_epi16(w, w);
+    const V o = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
+    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(o));
+}
+/* Streaming stores for widening kernels writing more than this many bytes (bench/RESULTS.md). */
+#define MXP_SIMD_NT_THRESHOLD ((size_t)8 << 20)
+#define MXP_SIMD_NT_STORE32(p, x) _mm256_stream_si256((__m256i *)(void *)(p), (x))
+#define MXP_SIMD_NT_FENCE() _mm_sfence()
+
+#include "cvt_simd_impl.h"
+
+void mxp__cvt_register_avx2(mxp__kernels *k) { simd_register(k); }

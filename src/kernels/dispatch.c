@@ -1,14 +1,30 @@
 /*
  * dispatch.c - builds one kernel table per ISA and picks the one to use, once.
  *
- * Detection is at run time (cpuid through the compiler builtins), never at compile time:
- * valgrind hides AVX-512 from cpuid, so a memcheck run must take the AVX2 or scalar path.
+ * Detection is at run time, never at compile time: valgrind hides AVX-512 from cpuid, so a
+ * memcheck run must take the AVX2 or scalar path. On x86-64 we read cpuid directly and also
+ * ask the OS (XGETBV) whether it saves the vector state: a CPU with AVX-512 under an OS or
+ * hypervisor that does not enable ZMM state must not run AVX-512 code.
+ *   avx2:   AVX2 + FMA + F16C (cpuid 1 / 7.0), OSXSAVE, XCR0 has SSE+AVX state (bits 1, 2)
+ *   avx512: avx2 + AVX512 F, BW, VL, DQ (cpuid 7.0 EBX 16, 30, 31, 17), XCR0 also has the
+ *           opmask and ZMM states (bits 5, 6, 7)
+ * The AVX-512 kernels (cvt_avx512.c) need nothing beyond F/BW/VL/DQ: they deliberately avoid
+ * AVX512_BF16 and AVX512_FP16 (see that file), so Zen 4 (BF16, no FP16) and Skylake-X (neither)
+ * take the same avx512 path as Sapphire Rapids. Were a kernel to use BF16/FP16 one day, it must
+ * be registered only when cpu_feature_bf16/fp16 below say so, never required for the path.
+ * AArch64: Advanced SIMD is baseline, so neon is always available there.
+ *
  * MIXPREC_ISA=scalar|avx2|avx512|neon forces a path; one this CPU lacks falls back to the best
- * available path below it.
+ * available path below it (enum order); an empty or unknown value means "best".
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#define MXP_X86_CPUID 1
+#endif
 
 #include "kernels.h"
 #include "mixprec/convert.h"
@@ -25,23 +41,57 @@ const char *mxp__isa_name(mxp__isa_id isa)
     return (unsigned)isa < MXP__ISA_COUNT ? isa_names[isa] : "invalid";
 }
 
+#ifdef MXP_X86_CPUID
+typedef struct x86_features {
+    bool avx2, avx512;  /* what the two paths require, OS support included */
+    bool bf16, fp16;    /* AVX512_BF16 / AVX512_FP16 (informational: no kernel needs them) */
+} x86_features;
+
+static uint64_t xgetbv0(void)
+{
+    uint32_t lo, hi;
+    __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static x86_features x86_detect(void)
+{
+    x86_features f = {false, false, false, false};
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    const bool osxsave = (c >> 27) & 1u, avx = (c >> 28) & 1u, fma = (c >> 12) & 1u,
+               f16c = (c >> 29) & 1u;
+    if (!osxsave || !avx) return f;
+    const uint64_t xcr0 = xgetbv0();
+    const bool ymm_os = (xcr0 & 0x6u) == 0x6u, zmm_os = (xcr0 & 0xE6u) == 0xE6u;
+    if (__get_cpuid_max(0, NULL) < 7) return f;
+    __cpuid_count(7, 0, a, b, c, d);
+    const bool avx2 = (b >> 5) & 1u, avx512f = (b >> 16) & 1u, avx512dq = (b >> 17) & 1u,
+               avx512bw = (b >> 30) & 1u, avx512vl = (b >> 31) & 1u;
+    f.fp16 = (d >> 23) & 1u;
+    const unsigned max_sub = a;
+    if (max_sub >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        f.bf16 = (a >> 5) & 1u;
+    }
+    f.avx2 = ymm_os && avx2 && fma && f16c;
+    f.avx512 = f.avx2 && zmm_os && avx512f && avx512dq && avx512bw && avx512vl;
+    f.bf16 = f.bf16 && f.avx512;
+    f.fp16 = f.fp16 && f.avx512;
+    return f;
+}
+#endif
+
 static bool cpu_has(mxp__isa_id isa)
 {
     switch (isa) {
     case MXP__ISA_SCALAR: return true;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    case MXP__ISA_AVX2:
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
-    case MXP__ISA_AVX512:
-        __builtin_cpu_init();
-        return cpu_has(MXP__ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
-               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("avx512dq");
+#ifdef MXP_X86_CPUID
+    case MXP__ISA_AVX2: return x86_detect().avx2;
+    case MXP__ISA_AVX512: return x86_detect().avx512;
 #endif
 #if defined(__aarch64__)
-    case MXP__ISA_NEON: return true; /* Advanced SIMD and FP16 conversions are baseline AArch64 */
+    case MXP__ISA_NEON: return true; /* Advanced SIMD is baseline AArch64 */
 #endif
     default: return false;
     }
@@ -75,26 +125,33 @@ static void build(mxp__isa_id isa)
     }
 }
 
+/* The choice, from the availability table (filled before any call). */
+static mxp__isa_id select_from(const char *request)
+{
+    int want = MXP__ISA_COUNT - 1;
+    if (request && *request) {
+        for (int i = 0; i < MXP__ISA_COUNT; i++)
+            if (strcmp(request, isa_names[i]) == 0) want = i;
+    }
+    /* NEON sits above the x86 paths in the enum but never coexists with them. */
+    for (int i = want; i >= 0; i--)
+        if (available[i]) return (mxp__isa_id)i;
+    return MXP__ISA_SCALAR;
+}
+
 static void init(void)
 {
     for (int i = 0; i < MXP__ISA_COUNT; i++) {
         available[i] = cpu_has((mxp__isa_id)i);
         if (available[i]) build((mxp__isa_id)i);
     }
-    /* Best available path, or the one forced by MIXPREC_ISA (falling back below it). */
-    int want = MXP__ISA_COUNT - 1;
-    const char *env = getenv("MIXPREC_ISA");
-    if (env && *env) {
-        for (int i = 0; i < MXP__ISA_COUNT; i++)
-            if (strcmp(env, isa_names[i]) == 0) want = i;
-    }
-    /* NEON sits above the x86 paths in the enum but never coexists with them. */
-    for (int i = want; i >= 0; i--) {
-        if (available[i]) {
-            active = (mxp__isa_id)i;
-            break;
-        }
-    }
+    active = select_from(getenv("MIXPREC_ISA"));
+}
+
+mxp__isa_id mxp__isa_select(const char *request)
+{
+    pthread_once(&once, init);
+    return select_from(request);
 }
 
 const mxp__kernels *mxp__kernels_active(void)

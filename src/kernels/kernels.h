@@ -62,6 +62,10 @@ const mxp__kernels *mxp__kernels_for(mxp__isa_id isa);
 const mxp__kernels *mxp__scalar_kernels(void);
 /* "scalar", "avx2", ... for an ISA id (whether or not it is available). */
 const char *mxp__isa_name(mxp__isa_id isa);
+/* The path chosen for a MIXPREC_ISA value `request` (NULL, "" or an unknown name: the best
+ * available; a known name this CPU lacks: the best available path below it). Used once by the
+ * dispatcher with getenv("MIXPREC_ISA"); tests call it with other values. */
+mxp__isa_id mxp__isa_select(const char *request);
 
 /* Register functions, one per (operation family, ISA) file. The scalar ones fill every entry. */
 void mxp__cvt_register_scalar(mxp__kernels *k);

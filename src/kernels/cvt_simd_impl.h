@@ -1,0 +1,327 @@
+/*
+ * cvt_simd_impl.h - the vector conversion algorithms shared by cvt_avx2.c, cvt_avx512.c and
+ * cvt_neon.c (included by them only; never compiled on its own).
+ *
+ * Why one algorithm for every ISA: bit-identity with the scalar reference (cvt_scalar.c) is the
+ * contract, and a CPU that lacks an ISA cannot test that ISA's code. So the algorithm is written
+ * once over a dozen one-line primitives (add, shift, compare, select, load/store), each ISA
+ * file maps those primitives to its intrinsics, and testing one ISA (AVX2 natively, NEON under
+ * qemu) tests the algorithm every ISA runs. The primitive layer is small enough to check by eye.
+ *
+ * Only integer operations touch values, plus one int32 -> float32 conversion of small integers
+ * (exact, normal results), so MXCSR/FPCR (FTZ, DAZ, rounding mode) cannot change a result.
+ * Hardware conversion instructions (F16C VCVTPS2PH, AVX512_BF16 VCVTNEPS2BF16, AVX512_FP16)
+ * are deliberately not used: they flush or quiet differently (see the notes in each ISA file),
+ * and at memory bandwidth the integer version is as fast.
+ *
+ * The including file defines before #include:
+ *   VL                      lanes per vector (uint32 lanes)
+ *   V, M                    a vector of VL uint32 lanes; a lane mask (result of a compare)
+ *   v_set1(x)               broadcast
+ *   v_and v_or v_xor v_add v_sub v_mullo (V, V)
+ *   v_srli(x, imm) v_slli(x, imm)   shifts by a constant
+ *   v_srlv(x, c)            logical right shift by a per-lane count; a count >= 32 gives 0
+ *   v_shls(x, c)            per-lane signed count: c >= 0 shifts left, c < 0 shifts right;
+ *                           |c| >= 32 gives 0 (|c| < 128 in every use)
+ *   m_gt(a, b)              signed a > b;  m_gtu(a, b): unsigned a > b;  m_eq(a, b)
+ *   v_sel(m, t, f)          m ? t : f per lane
+ *   v_inc(x, m)             x + (m ? 1 : 0)
+ *   v_i2f_bits(x)           bits of (float)(int32)x, for 0 <= x < 2^24 (exact)
+ *   v_iota()                {0, 1, ..., VL-1}
+ *   ld32(p) ld16(p) ld8(p)  VL elements at p (any alignment), zero-extended to 32 bits
+ *   st32(p, x)              VL uint32 at p
+ *   st16x2(p, x, y)         low 16 bits of 2*VL lanes (x then y) at p
+ *   st8x2(p, x, y)          low 8 bits of 2*VL lanes (x then y) at p
+ * and may define MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size)
+ * with MXP_SIMD_NT_THRESHOLD (bytes written above which widening kernels stream) and
+ * MXP_SIMD_NT_FENCE().
+ */
+#ifndef MIXPREC_CVT_SIMD_IMPL_H
+#define MIXPREC_CVT_SIMD_IMPL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SIMD_INLINE inline __attribute__((always_inline))
+#else
+#define SIMD_INLINE inline
+#endif
+
+/* A narrow format, the same description as cvt_scalar.c's (magnitude bit patterns). */
+typedef struct sfmt {
+    int bits;        /* 16 or 8 */
+    int m;           /* mantissa bits */
+    int bias;        /* exponent bias */
+    uint32_t maxfin; /* largest finite magnitude pattern */
+    uint32_t inf;    /* infinity pattern (0 for e4m3fn) */
+    int fn;          /* 1: no infinities, the only NaN is all ones (e4m3fn) */
+    mxp_dtype dt;
+} sfmt;
+
+#define SF_F16 ((sfmt){16, 10, 15, 0x7BFFu, 0x7C00u, 0, MXP_FLOAT16})
+#define SF_BF16 ((sfmt){16, 7, 127, 0x7F7Fu, 0x7F80u, 0, MXP_BFLOAT16})
+#define SF_E4M3 ((sfmt){8, 3, 7, 0x7Eu, 0u, 1, MXP_FLOAT8_E4M3FN})
+#define SF_E5M2 ((sfmt){8, 2, 15, 0x7Bu, 0x7Cu, 0, MXP_FLOAT8_E5M2})
+
+/* The stochastic-rounding words of VL consecutive indices lo, lo+1, ... (kernels.h). */
+static SIMD_INLINE V sr_fmix(V x)
+{
+    x = v_xor(x, v_srli(x, 16));
+    x = v_mullo(x, v_set1(0x85EBCA6Bu));
+    x = v_xor(x, v_srli(x, 13));
+    x = v_mullo(x, v_set1(0xC2B2AE35u));
+    return v_xor(x, v_srli(x, 16));
+}
+
+static SIMD_INLINE V sr_words(V idx_lo, V klo, V khi)
+{
+    return sr_fmix(v_add(sr_fmix(v_xor(idx_lo, klo)), khi));
+}
+
+/*
+ * float32 magnitude a (sign cleared) -> target magnitude pattern, rounded once (nearest-even,
+ * or stochastically with the words r), before overflow and NaN handling.
+ *
+ * Normal target range: subtracting (127 - B) << 23 rebiases the exponent field in place, so
+ *     base = te << 23 | M23,   base >> (23 - m) = te << m | top m bits of M23
+ * is the target pattern up to the rounding of the D = 23 - m dropped bits.
+ * Subnormal target range (float32 exponent field E < 128 - B): the value is
+ *     (1.M23 as an integer) * 2^(E - 150),  target step 2^(1 - B - m),
+ * so the pattern is base = 1.M23 shifted right by sh = 23 - m + 128 - B - E. (A float32
+ * subnormal, E = 0, gets a wrong implicit bit here, but sh >= 125 then and it rounds to 0
+ * either way, like the reference.) bfloat16 has float32's exponent range: normal path only.
+ *
+ * Rounding from the kept part q = base >> sh and F = the top 32 bits of the dropped part
+ * (exact when sh <= 32; when sh > 32, q = 0 and F = base >> (sh - 32), as in kernels.h):
+ *     nearest-even: up iff F > 2^31, or F == 2^31 and q is odd  <=>  F >u 2^31 - (q & 1)
+ *     stochastic:   up iff F + r >= 2^32                          <=>  r >u ~F
+ * (for sh > 32 nearest-even never rounds up: F < 2^24 < 2^31, like the reference's 0).
+ */
+static SIMD_INLINE V round_mag(V a, V r, const sfmt t, int sr)
+{
+    const int D = 23 - t.m;
+    V q, F;
+    if (t.bias == 127) {
+        q = v_srli(a, D);
+        F = v_slli(a, 32 - D);
+    } else {
+        const M nrm = m_gt(a, v_set1(((uint32_t)(128 - t.bias) << 23) - 1u));
+        const V sub = v_or(v_and(a, v_set1(0x7FFFFFu)), v_set1(0x800000u));
+        const V base = v_sel(nrm, v_sub(a, v_set1((uint32_t)(127 - t.bias) << 23)), sub);
+        const V sh = v_sel(nrm, v_set1((uint32_t)D),
+                           v_sub(v_set1((uint32_t)(23 - t.m + 128 - t.bias)), v_srli(a, 23)));
+        q = v_srlv(base, sh);
+        F = v_shls(base, v_sub(v_set1(32u), sh));
+    }
+    const M up = sr ? m_gtu(r, v_xor(F, v_set1(0xFFFFFFFFu)))
+                    : m_gtu(F, v_sub(v_set1(0x80000000u), v_and(q, v_set1(1u))));
+    return v_inc(q, up);
+}
+
+/*
+ * float32 bits u -> target bits (in the low t.bits of each lane). over = the pattern of an
+ * overflow (max finite when saturating, else infinity, e4m3fn: the NaN 0x7F).
+ *   - anything that rounds past max finite (infinity included) -> over;
+ *   - NaN -> S 11..1 1 (payload top bits), e4m3fn: S.1111.111;
+ *   - the sign is copied to the top bit.
+ */
+static SIMD_INLINE V narrow1(V u, V r, const sfmt t, int sr, V over)
+{
+    const V a = v_and(u, v_set1(0x7FFFFFFFu));
+    V mag = round_mag(a, r, t, sr);
+    mag = v_sel(m_gtu(mag, v_set1(t.maxfin)), over, mag);
+    const V nanv = t.fn ? v_set1(0x7Fu)
+                        : v_or(v_set1(t.inf | (1u << (t.m - 1))),
+                               v_srli(v_and(a, v_set1(0x7FFFFFu)), 23 - t.m));
+    mag = v_sel(m_gt(a, v_set1(0x7F800000u)), nanv, mag);
+    const V sign = v_and(v_srli(u, 32 - t.bits), v_set1(1u << (t.bits - 1)));
+    return v_or(mag, sign);
+}
+
+/*
+ * Target bits h (zero-extended) -> float32 bits, exact.
+ *   normal:     (a << (23 - m)) + ((127 - B) << 23)        rebias in place
+ *   subnormal:  a * 2^(1 - B - m) = (float)a with its exponent lowered by B - 1 + m
+ *               (an int -> float conversion of a < 2^m is exact; zero stays zero)
+ *   infinity:   +-inf, or +-FLT_MAX when saturating (infout)
+ *   NaN:        S 11111111 1 (payload top bits); e4m3fn's S.1111.111 -> S 0x7FC00000
+ */
+static SIMD_INLINE V widen1(V h, const sfmt t, V infout)
+{
+    const V a = v_and(h, v_set1((1u << (t.bits - 1)) - 1u));
+    const V sign = v_slli(v_srli(h, t.bits - 1), 31);
+    const V nrm = v_add(v_slli(a, 23 - t.m), v_set1((uint32_t)(127 - t.bias) << 23));
+    V sub = v_sub(v_i2f_bits(a), v_set1((uint32_t)(t.bias - 1 + t.m) << 23));
+    sub = v_sel(m_eq(a, v_set1(0u)), v_set1(0u), sub);
+    V res = v_sel(m_gt(a, v_set1((1u << t.m) - 1u)), nrm, sub);
+    if (t.fn) {
+        res = v_sel(m_eq(a, v_set1(0x7Fu)), v_set1(0x7FC00000u), res);
+    } else {
+        res = v_sel(m_gt(a, v_set1(t.inf - 1u)), v_or(v_slli(a, 23 - t.m), v_set1(0x7FC00000u)), res);
+        res = v_sel(m_eq(a, v_set1(t.inf)), infout, res);
+    }
+    return v_or(res, sign);
+}
+
+/* bfloat16 -> float32: the top half; NaN gets the quiet bit, saturate makes inf FLT_MAX. */
+static SIMD_INLINE V widen_bf16(V h, V infout)
+{
+    const V u = v_slli(h, 16);
+    const V a = v_and(u, v_set1(0x7FFFFFFFu));
+    V res = v_sel(m_gt(a, v_set1(0x7F800000u)), v_or(a, v_set1(0x00400000u)), a);
+    res = v_sel(m_eq(a, v_set1(0x7F800000u)), infout, res);
+    return v_or(res, v_xor(u, a));
+}
+
+/* ---- loops ------------------------------------------------------------------------------ */
+
+static SIMD_INLINE void scalar_tail(mxp_dtype d, mxp_dtype s, int mode, void *dst, const void *src,
+                                    size_t n, const mxp__cvt_args *a, uint64_t index0)
+{
+    if (!n) return;
+    mxp__cvt_args b = *a;
+    b.index0 = index0;
+    mxp__scalar_kernels()->cvt[d][s][mode](dst, src, n, &b);
+}
+
+/*
+ * float32 -> narrow, 2*VL elements per step. Stochastic rounding computes the key of the high
+ * half of the index once per run of indices that share it; a direct caller that straddles a
+ * multiple of 2^32 is split there (the few elements of a straddling block go to the scalar
+ * kernel, which re-keys per element).
+ */
+static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
+                                    const sfmt t, int sr)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned char *d = (unsigned char *)dst;
+    const size_t ob = (size_t)t.bits / 8;
+    const V over = v_set1(a->saturate ? t.maxfin : t.fn ? 0x7Fu : t.inf);
+    const int mode = sr ? MXP__SR : MXP__RNE;
+    size_t i = 0;
+    if (!sr) {
+        const V z = v_set1(0u);
+        for (; i + 2 * VL <= n; i += 2 * VL) {
+            const V x = narrow1(ld32(s + 4 * i), z, t, 0, over);
+            const V y = narrow1(ld32(s + 4 * i + 4 * VL), z, t, 0, over);
+            if (t.bits == 16) st16x2(d + 2 * i, x, y);
+            else st8x2(d + i, x, y);
+        }
+    } else {
+        while (i + 2 * VL <= n) {
+            const uint64_t idx = a->index0 + i;
+            const uint32_t lo = (uint32_t)idx;
+            const uint64_t room = 0x100000000ull - lo; /* indices before the low half wraps */
+            if (room < 2 * VL) {
+                scalar_tail(t.dt, MXP_FLOAT32, mode, d + ob * i, s + 4 * i, (size_t)room, a, idx);
+                i += (size_t)room;
+                continue;
+            }
+            size_t cnt = n - i;
+            if ((uint64_t)cnt > room) cnt = (size_t)room;
+            const size_t end = i + cnt / (2 * VL) * (2 * VL);
+            const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
+            const V klo = v_set1((uint32_t)key), khi = v_set1((uint32_t)(key >> 32));
+            V il = v_add(v_set1(lo), v_iota());
+            const V step = v_set1((uint32_t)VL);
+            for (; i < end; i += 2 * VL) {
+                const V r0 = sr_words(il, klo, khi);
+                il = v_add(il, step);
+                const V r1 = sr_words(il, klo, khi);
+                il = v_add(il, step);
+                const V x = narrow1(ld32(s + 4 * i), r0, t, 1, over);
+                const V y = narrow1(ld32(s + 4 * i + 4 * VL), r1, t, 1, over);
+                if (t.bits == 16) st16x2(d + 2 * i, x, y);
+                else st8x2(d + i, x, y);
+            }
+        }
+    }
+    scalar_tail(t.dt, MXP_FLOAT32, mode, d + ob * i, s + 4 * i, n - i, a, a->index0 + i);
+}
+
+/* narrow -> float32 (bf = 1: bfloat16's shift), 2*VL elements per step. */
+static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
+                                   const sfmt t, int bf)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned char *d = (unsigned char *)dst;
+    const size_t ib = (size_t)t.bits / 8;
+    const V infout = v_set1(a->saturate ? 0x7F7FFFFFu : 0x7F800000u);
+    size_t i = 0;
+#define WIDEN_ONE(off) (bf ? widen_bf16(ld16(s + 2 * (off)), infout)                           \
+                           : widen1(t.bits == 16 ? ld16(s + 2 * (off)) : ld8(s + (off)), t, infout))
+#ifdef MXP_SIMD_NT_STORE32
+    if (n * 4 >= MXP_SIMD_NT_THRESHOLD) {
+        /* Streaming stores need an aligned destination: plain stores up to the boundary. */
+        const size_t align = 4 * VL;
+        if ((uintptr_t)d % 4 == 0) {
+            i = (align - (uintptr_t)d % align) % align / 4; /* < VL, and n >= VL here */
+            scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d, s, i, a, a->index0);
+            for (; i + 2 * VL <= n; i += 2 * VL) {
+                MXP_SIMD_NT_STORE32(d + 4 * i, WIDEN_ONE(i));
+                MXP_SIMD_NT_STORE32(d + 4 * i + 4 * VL, WIDEN_ONE(i + VL));
+            }
+            MXP_SIMD_NT_FENCE();
+            scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d + 4 * i, s + ib * i, n - i, a, a->index0 + i);
+            return;
+        }
+        /* a destination that is not even 4-byte aligned never lines up: plain path */
+    }
+#endif
+    for (; i + 2 * VL <= n; i += 2 * VL) {
+        st32(d + 4 * i, WIDEN_ONE(i));
+        st32(d + 4 * i + 4 * VL, WIDEN_ONE(i + VL));
+    }
+#undef WIDEN_ONE
+    scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d + 4 * i, s + ib * i, n - i, a, a->index0 + i);
+}
+
+/* ---- the kernels and their registration ------------------------------------------------- */
+
+#define SIMD_NARROW(name, F)                                                                   \
+    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
+    {                                                                                          \
+        narrow_loop(dst, src, n, a, F, 0);                                                     \
+    }                                                                                          \
+    static void name##_sr(void *dst, const void *src, size_t n, const mxp__cvt_args *a)        \
+    {                                                                                          \
+        narrow_loop(dst, src, n, a, F, 1);                                                     \
+    }
+#define SIMD_WIDEN(name, F, bf)                                                                \
+    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
+    {                                                                                          \
+        widen_loop(dst, src, n, a, F, bf);                                                     \
+    }
+
+SIMD_NARROW(simd_f16_f32, SF_F16)
+SIMD_NARROW(simd_bf16_f32, SF_BF16)
+SIMD_NARROW(simd_e4m3_f32, SF_E4M3)
+SIMD_NARROW(simd_e5m2_f32, SF_E5M2)
+SIMD_WIDEN(simd_f32_f16, SF_F16, 0)
+SIMD_WIDEN(simd_f32_bf16, SF_BF16, 1)
+SIMD_WIDEN(simd_f32_e4m3, SF_E4M3, 0)
+SIMD_WIDEN(simd_f32_e5m2, SF_E5M2, 0)
+
+/* Fill the 16 float32 <-> narrow entries (widening: the same exact kernel for both modes). */
+static void simd_register(mxp__kernels *k)
+{
+#define SIMD_SET(D, S, rne, sr)                                                                \
+    do {                                                                                       \
+        k->cvt[D][S][MXP__RNE] = rne;                                                          \
+        k->cvt[D][S][MXP__SR] = sr;                                                            \
+    } while (0)
+    SIMD_SET(MXP_FLOAT16, MXP_FLOAT32, simd_f16_f32, simd_f16_f32_sr);
+    SIMD_SET(MXP_BFLOAT16, MXP_FLOAT32, simd_bf16_f32, simd_bf16_f32_sr);
+    SIMD_SET(MXP_FLOAT8_E4M3FN, MXP_FLOAT32, simd_e4m3_f32, simd_e4m3_f32_sr);
+    SIMD_SET(MXP_FLOAT8_E5M2, MXP_FLOAT32, simd_e5m2_f32, simd_e5m2_f32_sr);
+    SIMD_SET(MXP_FLOAT32, MXP_FLOAT16, simd_f32_f16, simd_f32_f16);
+    SIMD_SET(MXP_FLOAT32, MXP_BFLOAT16, simd_f32_bf16, simd_f32_bf16);
+    SIMD_SET(MXP_FLOAT32, MXP_FLOAT8_E4M3FN, simd_f32_e4m3, simd_f32_e4m3);
+    SIMD_SET(MXP_FLOAT32, MXP_FLOAT8_E5M2, simd_f32_e5m2, simd_f32_e5m2);
+#undef SIMD_SET
+}
+
+#endif /* MIXPREC_CVT_SIMD_IMPL_H */

@@ -1,0 +1,267 @@
+/*
+ * test_isa.c - every SIMD kernel table (AVX2, AVX-512, NEON: whichever this CPU has) against the
+ * scalar reference, bit for bit (quick; the exhaustive sweep is test_isa_exhaustive.c).
+ *
+ * For every conversion pair an ISA accelerates (its entry differs from the scalar one), both
+ * rounding modes and both overflow modes: sizes 0..1000 at unaligned source and destination
+ * addresses (byte offsets 1..3, so 2- and 4-byte elements are misaligned too), inputs dense with
+ * special values (NaN, inf, zeros, subnormals, halfway cases, max-finite neighbours) so that
+ * every tail position meets them, stochastic-rounding index0 values near and across 2^32, guard
+ * bytes after the output, and FTZ/DAZ set in MXCSR. An ISA this CPU lacks is reported as
+ * skipped. Dispatch: MIXPREC_ISA is honoured with fallback (checked in forked children).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kernels.h"
+#include "mixprec.h"
+
+#define MAXN 1000
+#define OFFS 3 /* byte offsets tried: 1, 2, 3 */
+#define GUARD 64
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static uint32_t rnd32(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 32);
+}
+
+/* Float32 bit patterns worth planting: boundaries of every target format. */
+static const uint32_t specials32[] = {
+    0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F800001u,
+    0xFF800001u, 0x7FBFFFFFu, 0x7FFFFFFFu, 0xFFFFFFFFu, 0x7F802000u, 0x7F801FFFu, 0x00000001u,
+    0x80000001u, 0x007FFFFFu, 0x00800000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F7F8000u, 0x7F7F7FFFu,
+    0x7F7F0000u, 0x477FE000u, 0x477FEFFFu, 0x477FF000u, 0x477FF001u, 0xC77FF000u, 0x47800000u,
+    0x387FFFFFu, 0x38800000u, 0x33000000u, 0x33000001u, 0x32FFFFFFu, 0x33800000u, 0x33C00000u,
+    0x43E00000u, 0x43E80000u, 0x43E7FFFFu, 0x43E80001u, 0x43F00000u, 0xC3E80000u, 0x43F80000u,
+    0x3A800000u, 0x3B000000u, 0x3B100000u, 0x3A000000u, 0x3A000001u, 0x477FFFFFu, 0x47600000u,
+    0x47700000u, 0x476FFFFFu, 0x47700001u, 0x37800000u, 0x37000000u, 0x37000001u, 0x36FFFFFFu,
+    0x3F800000u, 0xBF800000u, 0x3F808000u, 0x3F818000u, 0x3F801000u, 0x3F803000u, 0x3F880000u,
+    0x3F900000u, 0x3F840000u, 0x3F8C0000u, 0x00008000u, 0x00018000u, 0x0000FFFFu, 0x80010000u,
+};
+#define NSPECIALS (sizeof specials32 / sizeof specials32[0])
+
+/* Fill n elements of `bytes` each: about 1 in 3 a special, the rest random bit patterns
+ * (float32: random sign/exponent near the interesting range, random mantissa). */
+static void fill(unsigned char *p, size_t n, size_t bytes)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = rnd32();
+        if (bytes == 4) {
+            const uint32_t k = rnd32() % 6;
+            if (k < 2) v = specials32[rnd32() % NSPECIALS];
+            else if (k < 5) v = (v & 0x807FFFFFu) | ((uint32_t)(90 + rnd32() % 70) << 23);
+            /* else: any pattern */
+            memcpy(p + 4 * i, &v, 4);
+        } else if (bytes == 8) {
+            const double d = (double)(int32_t)v * 0x1p-20;
+            memcpy(p + 8 * i, &d, 8);
+        } else {
+            memcpy(p + bytes * i, &v, bytes);
+        }
+    }
+}
+
+static const char *dt_name(int d) { return mxp_dtype_name((mxp_dtype)d); }
+
+/* Compare `n` output elements; print the first difference with its input. */
+static void expect_same(const unsigned char *want, const unsigned char *got, const unsigned char *in,
+                        size_t n, size_t ob, size_t ib, const char *what)
+{
+    if (memcmp(want, got, n * ob) == 0) return;
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(want + i * ob, got + i * ob, ob) != 0) {
+            uint64_t w = 0, g = 0, x = 0;
+            memcpy(&w, want + i * ob, ob);
+            memcpy(&g, got + i * ob, ob);
+            memcpy(&x, in + i * ib, ib < 8 ? ib : 8);
+            fail_msg("%s: element %zu of %zu: input 0x%llx, want 0x%llx, got 0x%llx", what, i, n,
+                     (unsigned long long)x, (unsigned long long)w, (unsigned long long)g);
+        }
+    }
+}
+
+static size_t dsize(int d) { return mxp_dtype_size((mxp_dtype)d); }
+
+/* One ISA against the scalar table; returns the number of (pair, mode) entries it checked. */
+static int check_isa(mxp__isa_id isa)
+{
+    const mxp__kernels *k = mxp__kernels_for(isa);
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    if (!k) return -1;
+    unsigned char *src = malloc(8 * (MAXN + 8)), *want = malloc(8 * MAXN + GUARD),
+                  *got = malloc(8 * MAXN + 8 + GUARD);
+    assert_non_null(src);
+    assert_non_null(want);
+    assert_non_null(got);
+    static const uint64_t index0s[] = {0, 1, 12345, 0xFFFFFFFFull - 300, 0xFFFFFFFFull - 7,
+                                       0x100000000ull, 0x2FFFFFFF0ull, UINT64_MAX - 1500};
+    int checked = 0;
+    for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++) {
+        for (int s = 0; s < MXP_FLOAT_DTYPE_COUNT; s++) {
+            for (int mode = 0; mode < MXP__NMODES; mode++) {
+                if (k->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue; /* not accelerated */
+                checked++;
+                const size_t ib = dsize(s), ob = dsize(d);
+                for (size_t n = 0; n <= MAXN; n++) {
+                    const size_t so = 1 + n % OFFS, dof = 1 + (n / OFFS) % OFFS;
+                    fill(src + so, n, ib);
+                    for (int sat = 0; sat < 2; sat++) {
+                        const int nidx = mode == MXP__SR ? (int)(sizeof index0s / sizeof index0s[0]) : 1;
+                        for (int j = 0; j < nidx; j++) {
+                            /* fewer index0 values at most sizes keeps the test quick */
+                            if (j > 1 && n % 7 != 0 && n < 990) continue;
+                            mxp__cvt_args a = {sat != 0, 0x9E3779B97F4A7C15ull ^ (uint64_t)n,
+                                               index0s[j]};
+                            memset(want, 0xA5, ob * n + GUARD);
+                            memset(got, 0xA5, ob * n + dof + GUARD);
+                            ref->cvt[d][s][mode](want, src + so, n, &a);
+                            k->cvt[d][s][mode](got + dof, src + so, n, &a);
+                            char what[160];
+                            snprintf(what, sizeof what, "%s %s -> %s %s sat=%d n=%zu index0=0x%llx",
+                                     k->name, dt_name(s), dt_name(d), mode ? "SR" : "RNE", sat, n,
+                                     (unsigned long long)a.index0);
+                            expect_same(want, got + dof, src + so, n, ob, ib, what);
+                            for (size_t g = 0; g < GUARD; g++)
+                                if (got[dof + ob * n + g] != 0xA5) fail_msg("%s: wrote past the end", what);
+                            for (size_t g = 0; g < dof; g++)
+                                if (got[g] != 0xA5) fail_msg("%s: wrote before the start", what);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    free(src);
+    free(want);
+    free(got);
+    return checked;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_MXCSR 1
+static unsigned get_csr(void) { return __builtin_ia32_stmxcsr(); }
+static void set_csr(unsigned v) { __builtin_ia32_ldmxcsr(v); }
+#endif
+
+static void run_isa(mxp__isa_id isa)
+{
+    if (!mxp__kernels_for(isa)) {
+        char msg[80];
+        snprintf(msg, sizeof msg, "ISA %s not available on this CPU/build: skipped", mxp__isa_name(isa));
+        print_message("%s\n", msg);
+        skip();
+    }
+    const int checked = check_isa(isa);
+    /* Every SIMD table accelerates at least the 16 float32 <-> narrow entries. */
+    assert_true(checked >= 16);
+    const mxp__kernels *k = mxp__kernels_for(isa), *ref = mxp__scalar_kernels();
+    assert_ptr_not_equal(k->cvt[MXP_FLOAT16][MXP_FLOAT32][MXP__RNE], ref->cvt[MXP_FLOAT16][MXP_FLOAT32][MXP__RNE]);
+    assert_ptr_not_equal(k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__SR], ref->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__SR]);
+    assert_ptr_not_equal(k->cvt[MXP_FLOAT32][MXP_BFLOAT16][MXP__RNE], ref->cvt[MXP_FLOAT32][MXP_BFLOAT16][MXP__RNE]);
+#ifdef HAVE_MXCSR
+    /* Again with flush-to-zero (bit 15) and denormals-are-zero (bit 6) set. */
+    const unsigned old = get_csr();
+    set_csr(old | 0x8040u);
+    const int again = check_isa(isa);
+    set_csr(old);
+    assert_int_equal(again, checked);
+#endif
+}
+
+static void test_avx2(void **state)
+{
+    (void)state;
+    run_isa(MXP__ISA_AVX2);
+}
+static void test_avx512(void **state)
+{
+    (void)state;
+    run_isa(MXP__ISA_AVX512);
+}
+static void test_neon(void **state)
+{
+    (void)state;
+    run_isa(MXP__ISA_NEON);
+}
+
+static const char *self_path; /* argv[0]: children re-execute this program */
+
+/* The exit status of a fresh process of this program under MIXPREC_ISA=value (NULL: unset):
+ * the mxp__isa_id it picked. A fresh process, because the choice is made once per process. */
+static int child_isa(const char *value)
+{
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (value) setenv("MIXPREC_ISA", value, 1);
+        else unsetenv("MIXPREC_ISA");
+        execl(self_path, self_path, "--print-isa", (char *)NULL);
+        _exit(101);
+    }
+    assert_true(pid > 0);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static int child_main(void)
+{
+    const char *name = mxp_isa();
+    for (int i = 0; i < MXP__ISA_COUNT; i++)
+        if (strcmp(name, mxp__isa_name((mxp__isa_id)i)) == 0) return i;
+    return 100;
+}
+
+static void test_dispatch(void **state)
+{
+    (void)state;
+    int best = MXP__ISA_SCALAR;
+    for (int i = 0; i < MXP__ISA_COUNT; i++)
+        if (mxp__kernels_for((mxp__isa_id)i)) best = i;
+    assert_non_null(mxp__kernels_for(MXP__ISA_SCALAR));
+    assert_int_equal(child_isa(NULL), best);
+    assert_int_equal(child_isa(""), best);
+    assert_int_equal(child_isa("bogus"), best);
+    assert_int_equal(child_isa("scalar"), MXP__ISA_SCALAR);
+    for (int i = 1; i < MXP__ISA_COUNT; i++) {
+        /* a forced path falls back to the best available one at or below it */
+        int want = MXP__ISA_SCALAR;
+        for (int j = i; j >= 0; j--)
+            if (mxp__kernels_for((mxp__isa_id)j)) {
+                want = j;
+                break;
+            }
+        assert_int_equal(child_isa(mxp__isa_name((mxp__isa_id)i)), want);
+        assert_int_equal(mxp__isa_select(mxp__isa_name((mxp__isa_id)i)), want);
+    }
+    assert_int_equal(mxp__isa_select(NULL), best);
+    assert_int_equal(mxp__isa_select("scalar"), MXP__ISA_SCALAR);
+    /* the in-process choice is one of the tables, and its name is mxp_isa() */
+    assert_string_equal(mxp_isa(), mxp__kernels_active()->name);
+    print_message("mxp_isa() = %s\n", mxp_isa());
+}
+
+int main(int argc, char **argv)
+{
+    self_path = argv[0];
+    if (argc > 1 && strcmp(argv[1], "--print-isa") == 0) return child_main();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_avx2),
+        cmocka_unit_test(test_avx512),
+        cmocka_unit_test(test_neon),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
