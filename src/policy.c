@@ -136,6 +136,18 @@ static bool span_has_prefix(span s, const char *word)
     return true;
 }
 
+/* The first ',' in [b, e) outside braces (Nx tuples such as "{:f, 16}" contain commas), or NULL. */
+static const char *top_level_comma(const char *b, const char *e)
+{
+    int depth = 0;
+    for (const char *p = b; p < e; p++) {
+        if (*p == '{') depth++;
+        else if (*p == '}' && depth > 0) depth--;
+        else if (*p == ',' && depth == 0) return p;
+    }
+    return NULL;
+}
+
 /* Parse state shared by the helpers: the whole text for messages. */
 typedef struct pctx {
     span text;
@@ -213,7 +225,7 @@ static mxp_status parse_source(const pctx *c, span src, mxp_quant q0, mxp_policy
                          qlen(c->text), c->text.b);
 
     bool has_eq = memchr(src.b, '=', (size_t)span_len(src)) != NULL;
-    bool has_comma = memchr(src.b, ',', (size_t)span_len(src)) != NULL;
+    bool has_comma = top_level_comma(src.b, src.e) != NULL;
 
     if (!has_eq && !has_comma) {
         /* Forms 1 and 2: one word. */
@@ -235,7 +247,7 @@ static mxp_status parse_source(const pctx *c, span src, mxp_quant q0, mxp_policy
         mxp_quant q = MXP_QUANT_NONE;
         const char *b = src.b;
         for (;;) {
-            const char *comma = memchr(b, ',', (size_t)(src.e - b));
+            const char *comma = top_level_comma(b, src.e);
             const char *pe = comma ? comma : src.e;
             span part = trim(b, pe);
             if (part.b == part.e)
