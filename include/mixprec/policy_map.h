@@ -215,7 +215,8 @@ typedef struct mxp_layer_select {
  * @retval MXP_EPARSE  a selected path is not a valid ERE (the message quotes it)
  * @retval MXP_ENOMEM  allocation failed
  * On failure the map is unchanged. Thread-safety: needs exclusive access to m; pred is called
- * on the calling thread, once per layer, in layer order, before the map changes.
+ * on the calling thread, in layer order, before the map changes, at most once per layer (not for
+ * layers the only/except lists already rejected).
  */
 MXP_API mxp_status mxp_policy_map_apply(mxp_policy_map *m, const mxp_layer *layers, size_t n,
                                         const mxp_policy *p, const mxp_layer_select *sel,

@@ -1,0 +1,704 @@
+/*
+ * test_policy_map.c - Keras DTypePolicyMap semantics (exact key wins, whole-path regex match,
+ * ambiguity lists every key, duplicate -> EEXIST, invalid regex rejected at set), the lookup
+ * cache against a slow independent model under random set/remove/default changes, the text
+ * config (round trip, line-numbered errors), and Axon's apply_policy with only/except/predicate.
+ *
+ * The slow model in this file anchors each key as "^(key)$" and runs regexec on it: a different
+ * way to get "whole path" than the library's match offsets, so the two can disagree if either
+ * is wrong.
+ */
+#include <pthread.h>
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mixprec.h"
+
+static mxp_policy P(const char *text)
+{
+    mxp_policy p;
+    if (mxp_policy_parse(text, &p) != MXP_OK) fail_msg("bad policy '%s': %s", text, mxp_last_error());
+    return p;
+}
+
+static void expect_get(const mxp_policy_map *m, const char *path, const char *want_policy)
+{
+    mxp_policy got, want = P(want_policy);
+    mxp_status s = mxp_policy_map_get(m, path, &got);
+    if (s != MXP_OK) fail_msg("get '%s': %s %s", path, mxp_status_name(s), mxp_last_error());
+    if (!mxp_policy_equal(&got, &want)) {
+        char g[96];
+        mxp_policy_format(&got, g, sizeof g);
+        fail_msg("get '%s': got %s, want %s", path, g, want_policy);
+    }
+}
+
+/* Keras DTypePolicyMap docstring example. */
+static void test_keras_example(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = mxp_policy_map_new(NULL);
+    assert_non_null(m);
+    mxp_policy bf16 = P("bfloat16"), q = P("int8_from_bfloat16");
+    assert_int_equal(mxp_policy_map_set(m, "layer/dense_0", &bf16), MXP_OK);
+    assert_int_equal(mxp_policy_map_set(m, "layer/dense_1", &q), MXP_OK);
+    expect_get(m, "layer/dense_0", "bfloat16");
+    expect_get(m, "layer/dense_1", "p=bf16,q=int8");
+    expect_get(m, "layer/dense_2", "float32"); /* no hit: the global default */
+    /* A NULL-default map follows the global default at lookup time (cache included). */
+    mxp_policy mixed = P("mixed_float16");
+    mxp_set_default_policy(&mixed);
+    expect_get(m, "layer/dense_2", "mixed_float16");
+    mxp_policy f32 = P("float32");
+    mxp_set_default_policy(&f32);
+    expect_get(m, "layer/dense_2", "float32");
+    assert_false(mxp_policy_map_default(m, NULL));
+
+    /* A map with its own default ignores the global one. */
+    mxp_policy_map *m2 = mxp_policy_map_new(&mixed);
+    mxp_policy d;
+    assert_true(mxp_policy_map_default(m2, &d));
+    assert_true(mxp_policy_equal(&d, &mixed));
+    expect_get(m2, "anything", "mixed_float16");
+    mxp_set_default_policy(&bf16);
+    expect_get(m2, "anything", "mixed_float16");
+    mxp_set_default_policy(&f32);
+
+    mxp_policy bad = {MXP_FLOAT32, MXP_INT8, MXP_FLOAT32, MXP_QUANT_NONE, 0};
+    assert_null(mxp_policy_map_new(&bad));
+    mxp_policy_map_free(m2);
+    mxp_policy_map_free(m);
+    mxp_policy_map_free(NULL);
+}
+
+static void test_full_match_and_exact_wins(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = mxp_policy_map_new(NULL);
+    mxp_policy a = P("bf16"), b = P("f16"), c = P("c=bf16,o=f32");
+    assert_int_equal(mxp_policy_map_set(m, "attention/query", &a), MXP_OK);
+    /* re.fullmatch: the key does not catch longer or shorter paths. */
+    expect_get(m, "attention/query", "bf16");
+    expect_get(m, "attention/query_norm", "float32");
+    expect_get(m, "my_attention/query", "float32");
+    expect_get(m, "attention/quer", "float32");
+    assert_int_equal(mxp_policy_map_set(m, "dense_.*", &b), MXP_OK);
+    assert_int_equal(mxp_policy_map_set(m, "dense_0", &c), MXP_OK);
+    expect_get(m, "dense_0", "c=bf16,o=f32"); /* exact wins over the regex */
+    expect_get(m, "dense_1", "f16");
+    expect_get(m, "dense_", "f16");
+    expect_get(m, "x/dense_1", "float32");
+    /* Alternation must match whole, not just one branch's prefix: "a|ab" on "ab". */
+    assert_int_equal(mxp_policy_map_set(m, "conv|conv_1x", &a), MXP_OK);
+    expect_get(m, "conv_1x", "bf16");
+    expect_get(m, "conv", "bf16");
+    expect_get(m, "conv_1", "float32");
+    /* Which key decided. */
+    mxp_policy out;
+    const char *key = "sentinel";
+    assert_int_equal(mxp_policy_map_match(m, "dense_7", &out, &key), MXP_OK);
+    assert_string_equal(key, "dense_.*");
+    assert_int_equal(mxp_policy_map_match(m, "dense_0", &out, &key), MXP_OK);
+    assert_string_equal(key, "dense_0");
+    assert_int_equal(mxp_policy_map_match(m, "nothing", &out, &key), MXP_OK);
+    assert_null(key);
+    mxp_policy_map_free(m);
+}
+
+static void test_ambiguous(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = mxp_policy_map_new(NULL);
+    mxp_policy a = P("bf16"), b = P("f16"), c = P("f64");
+    assert_int_equal(mxp_policy_map_set(m, "decoder/.*", &a), MXP_OK);
+    assert_int_equal(mxp_policy_map_set(m, ".*/dense", &b), MXP_OK);
+    assert_int_equal(mxp_policy_map_set(m, "unrelated", &c), MXP_OK);
+    assert_int_equal(mxp_policy_map_set(m, "decoder/dens.", &c), MXP_OK);
+    for (int round = 0; round < 2; round++) { /* the second round is served by the cache */
+        mxp_policy out = P("e5m2"), keep = out;
+        assert_int_equal(mxp_policy_map_get(m, "decoder/dense", &out), MXP_EAMBIGUOUS);
+        assert_true(mxp_policy_equal(&out, &keep));
+        const char *msg = mxp_last_error();
+        assert_non_null(strstr(msg, "'decoder/dense'"));
+        assert_non_null(strstr(msg, "'decoder/.*'"));
+        assert_non_null(strstr(msg, "'.*/dense'"));
+        assert_non_null(strstr(msg, "'decoder/dens.'"));
+        assert_null(strstr(msg, "'unrelated'"));
+        assert_non_null(strstr(msg, "3 keys"));
+    }
+    expect_get(m, "decoder/attention", "bf16");
+    expect_get(m, "encoder/dense", "f16");
+    /* An exact key removes the ambiguity. */
+    assert_int_equal(mxp_policy_map_set(m, "decoder/dense", &c), MXP_OK);
+    expect_get(m, "decoder/dense", "f64");
+    mxp_policy_map_free(m);
+}
+
+static void test_set_remove_errors(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = mxp_policy_map_new(NULL);
+    mxp_policy a = P("bf16"), b = P("f16");
+    assert_int_equal(mxp_policy_map_set(m, "dense_0", &a), MXP_OK);
+    assert_int_equal(mxp_policy_map_set(m, "dense_0", &b), MXP_EEXIST);
+    assert_non_null(strstr(mxp_last_error(), "'dense_0'"));
+    assert_int_equal(mxp_policy_map_set(m, "dense_(", &b), MXP_EPARSE);
+    assert_non_null(strstr(mxp_last_error(), "'dense_('"));
+    assert_int_equal(mxp_policy_map_set(m, "[z-a]", &b), MXP_EPARSE);
+    assert_int_equal(mxp_policy_map_set(m, "a{2,1}", &b), MXP_EPARSE);
+    assert_int_equal(mxp_policy_map_set(m, "", &b), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_set(m, NULL, &b), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_set(m, "x", NULL), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_set(NULL, "x", &b), MXP_EINVAL);
+    mxp_policy bad = {MXP_FLOAT32, MXP_FLOAT16, MXP_FLOAT16, MXP_QUANT_INT8, 0};
+    assert_int_equal(mxp_policy_map_set(m, "x", &bad), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_count(m), 1);
+
+    assert_int_equal(mxp_policy_map_set(m, "b", &b), MXP_OK);
+    assert_int_equal(mxp_policy_map_set(m, "c", &a), MXP_OK);
+    assert_int_equal(mxp_policy_map_set(m, "d", &b), MXP_OK);
+    assert_int_equal(mxp_policy_map_remove(m, "b"), MXP_OK);
+    assert_int_equal(mxp_policy_map_remove(m, "b"), MXP_ENOTFOUND);
+    assert_non_null(strstr(mxp_last_error(), "'b'"));
+    assert_int_equal(mxp_policy_map_remove(m, "d."), MXP_ENOTFOUND); /* keys, not regexes */
+    assert_int_equal(mxp_policy_map_count(m), 3);
+    const char *want[] = {"dense_0", "c", "d"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *k;
+        mxp_policy p;
+        assert_int_equal(mxp_policy_map_entry(m, i, &k, &p), MXP_OK);
+        assert_string_equal(k, want[i]);
+        assert_true(mxp_policy_equal(&p, i == 2 ? &b : &a));
+    }
+    const char *k = "keep";
+    assert_int_equal(mxp_policy_map_entry(m, 3, &k, NULL), MXP_ENOTFOUND);
+    assert_string_equal(k, "keep");
+    /* Removing then setting replaces (at the end of the order). */
+    assert_int_equal(mxp_policy_map_remove(m, "dense_0"), MXP_OK);
+    assert_int_equal(mxp_policy_map_set(m, "dense_0", &b), MXP_OK);
+    expect_get(m, "dense_0", "f16");
+    assert_int_equal(mxp_policy_map_entry(m, 2, &k, NULL), MXP_OK);
+    assert_string_equal(k, "dense_0");
+    mxp_policy out;
+    assert_int_equal(mxp_policy_map_get(m, NULL, &out), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_get(NULL, "x", &out), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_get(m, "x", NULL), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_count(NULL), 0);
+    mxp_policy_map_free(m);
+}
+
+/* ---- cache vs a slow independent model ---------------------------------------------------- */
+
+typedef struct model {
+    const char *keys[32];
+    mxp_policy pols[32];
+    regex_t re[32];
+    int n;
+} model;
+
+static void model_set(model *md, const char *key, mxp_policy p)
+{
+    char anchored[256];
+    snprintf(anchored, sizeof anchored, "^(%s)$", key);
+    assert_int_equal(regcomp(&md->re[md->n], anchored, REG_EXTENDED | REG_NOSUB), 0);
+    md->keys[md->n] = key;
+    md->pols[md->n] = p;
+    md->n++;
+}
+
+static void model_remove(model *md, int i)
+{
+    regfree(&md->re[i]);
+    for (int j = i; j + 1 < md->n; j++) {
+        md->keys[j] = md->keys[j + 1];
+        md->pols[j] = md->pols[j + 1];
+        md->re[j] = md->re[j + 1];
+    }
+    md->n--;
+}
+
+/* Slow lookup: MXP_OK with *out, or MXP_EAMBIGUOUS. */
+static mxp_status model_get(const model *md, const char *path, const mxp_policy *def, mxp_policy *out)
+{
+    for (int i = 0; i < md->n; i++)
+        if (strcmp(md->keys[i], path) == 0) {
+            *out = md->pols[i];
+            return MXP_OK;
+        }
+    int hits = 0;
+    for (int i = 0; i < md->n; i++)
+        if (regexec(&md->re[i], path, 0, NULL, 0) == 0) {
+            hits++;
+            *out = md->pols[i];
+        }
+    if (hits > 1) return MXP_EAMBIGUOUS;
+    if (hits == 0) *out = def ? *def : mxp_default_policy();
+    return MXP_OK;
+}
+
+static const char *const key_pool[] = {
+    "dense_0",        "dense_[0-9]+",          "dense_.*",         "block_[0-9]/attention/.*",
+    ".*/kernel",      "block_1/attention/query", "attention/query", "(dense|conv)_1",
+    "[a-z]+_2/.*",    "layer.*",               "conv_1",           "block_2/attention/key",
+};
+static const char *const path_pool[] = {
+    "dense_0",       "dense_1",       "dense_12",        "block_1/attention/query",
+    "block_1/attention/query_norm", "block_2/attention/key", "x/kernel", "conv_1",
+    "layer_3/kernel", "attention/query", "attention/query_norm", "dense_",
+    "conv_2/kernel", "unmatched",
+};
+#define NKEYS (sizeof key_pool / sizeof key_pool[0])
+#define NPATHS (sizeof path_pool / sizeof path_pool[0])
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint32_t rnd(uint32_t n)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+static mxp_policy random_policy(void)
+{
+    mxp_policy p = {(mxp_dtype)rnd(6), (mxp_dtype)rnd(6), (mxp_dtype)rnd(6), MXP_QUANT_NONE, 0};
+    return p;
+}
+
+static void compare_all(mxp_policy_map *const maps[3], const model *md, const mxp_policy *def)
+{
+    for (size_t i = 0; i < NPATHS; i++) {
+        mxp_policy want, got;
+        mxp_status ws = model_get(md, path_pool[i], def, &want);
+        for (int k = 0; k < 3; k++) {
+            mxp_status gs = mxp_policy_map_get(maps[k], path_pool[i], &got);
+            if (gs != ws) fail_msg("map %d path '%s': %s, model %s", k, path_pool[i], mxp_status_name(gs),
+                                   mxp_status_name(ws));
+            if (gs == MXP_OK && !mxp_policy_equal(&got, &want))
+                fail_msg("map %d path '%s': policy differs from the model", k, path_pool[i]);
+        }
+    }
+}
+
+static void run_cache_model(const mxp_policy *def)
+{
+    /* maps[0]: default cache; [1]: no cache; [2]: a 3-path cache (constant eviction). */
+    mxp_policy_map *maps[3];
+    for (int k = 0; k < 3; k++) maps[k] = mxp_policy_map_new(def);
+    assert_int_equal(mxp_policy_map_set_cache_capacity(maps[1], 0), MXP_OK);
+    assert_int_equal(mxp_policy_map_set_cache_capacity(maps[2], 3), MXP_OK);
+    model md = {.n = 0};
+    for (int step = 0; step < 600; step++) {
+        uint32_t op = rnd(10);
+        if (op < 5) {
+            const char *key = key_pool[rnd(NKEYS)];
+            mxp_policy p = random_policy();
+            bool present = false;
+            for (int i = 0; i < md.n; i++) present = present || strcmp(md.keys[i], key) == 0;
+            for (int k = 0; k < 3; k++)
+                assert_int_equal(mxp_policy_map_set(maps[k], key, &p), present ? MXP_EEXIST : MXP_OK);
+            if (!present) model_set(&md, key, p);
+        } else if (op < 8) {
+            if (md.n == 0) continue;
+            int i = (int)rnd((uint32_t)md.n);
+            for (int k = 0; k < 3; k++) assert_int_equal(mxp_policy_map_remove(maps[k], md.keys[i]), MXP_OK);
+            model_remove(&md, i);
+        } else {
+            mxp_policy p = random_policy();
+            mxp_set_default_policy(&p);
+        }
+        compare_all(maps, &md, def);
+        compare_all(maps, &md, def); /* again: now from the cache */
+    }
+    while (md.n > 0) model_remove(&md, 0);
+    for (int k = 0; k < 3; k++) mxp_policy_map_free(maps[k]);
+    mxp_policy f32 = P("float32");
+    mxp_set_default_policy(&f32);
+}
+
+static void test_cache_matches_slow_model(void **state)
+{
+    (void)state;
+    run_cache_model(NULL);
+    mxp_policy own = P("c=bf16,o=f32");
+    run_cache_model(&own);
+}
+
+/* Concurrent gets on one map agree with single-threaded answers. */
+typedef struct getter_arg {
+    const mxp_policy_map *m;
+    const mxp_policy *want;
+    const mxp_status *want_s;
+    long bad;
+} getter_arg;
+
+static void *getter(void *p)
+{
+    getter_arg *a = p;
+    for (int r = 0; r < 3000; r++) {
+        size_t i = (size_t)r * 7 % NPATHS;
+        mxp_policy got;
+        mxp_status s = mxp_policy_map_get(a->m, path_pool[i], &got);
+        if (s != a->want_s[i] || (s == MXP_OK && !mxp_policy_equal(&got, &a->want[i]))) a->bad++;
+    }
+    return NULL;
+}
+
+static void test_concurrent_get(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = mxp_policy_map_new(NULL), *slow = mxp_policy_map_new(NULL);
+    mxp_policy_map_set_cache_capacity(slow, 0);
+    mxp_policy_map_set_cache_capacity(m, 5); /* evictions while threads race */
+    for (size_t k = 0; k < NKEYS; k += 2) {
+        mxp_policy p = random_policy();
+        assert_int_equal(mxp_policy_map_set(m, key_pool[k], &p), MXP_OK);
+        assert_int_equal(mxp_policy_map_set(slow, key_pool[k], &p), MXP_OK);
+    }
+    mxp_policy want[NPATHS];
+    mxp_status want_s[NPATHS];
+    for (size_t i = 0; i < NPATHS; i++) want_s[i] = mxp_policy_map_get(slow, path_pool[i], &want[i]);
+    pthread_t th[4];
+    getter_arg args[4];
+    for (int t = 0; t < 4; t++) {
+        args[t] = (getter_arg){m, want, want_s, 0};
+        assert_int_equal(pthread_create(&th[t], NULL, getter, &args[t]), 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        pthread_join(th[t], NULL);
+        assert_int_equal(args[t].bad, 0);
+    }
+    mxp_policy_map_free(slow);
+    mxp_policy_map_free(m);
+}
+
+/* ---- text config -------------------------------------------------------------------------- */
+
+static void test_config_parse(void **state)
+{
+    (void)state;
+    const char *text = "# per-layer policies\n"
+                       "\n"
+                       "@default = mixed_bfloat16\r\n"
+                       "  dense_0 = p=f32,c=f16,o=f32   # the first layer\n"
+                       "block_[0-9]+/attention/.* = bf16\n"
+                       "\"a=b # not a comment\" = float8_from_mixed_bfloat16\n"
+                       "\"esc\\\"aped\\\\\\\\\" = q=int4\n" /* key: esc"aped\\ */
+                       "   # indented comment\n"
+                       "last=f64"; /* no final newline */
+    mxp_policy_map *m = NULL;
+    mxp_status s = mxp_policy_map_parse(text, &m);
+    if (s != MXP_OK) fail_msg("%s", mxp_last_error());
+    assert_int_equal(mxp_policy_map_count(m), 5);
+    mxp_policy d;
+    assert_true(mxp_policy_map_default(m, &d));
+    mxp_policy want_d = P("mixed_bfloat16");
+    assert_true(mxp_policy_equal(&d, &want_d));
+    const char *keys[] = {"dense_0", "block_[0-9]+/attention/.*", "a=b # not a comment", "esc\"aped\\\\", "last"};
+    const char *pols[] = {"c=f16,o=f32", "bf16", "float8_from_mixed_bfloat16", "q=int4", "f64"};
+    for (size_t i = 0; i < 5; i++) {
+        const char *k;
+        mxp_policy p, w = P(pols[i]);
+        assert_int_equal(mxp_policy_map_entry(m, i, &k, &p), MXP_OK);
+        assert_string_equal(k, keys[i]);
+        assert_true(mxp_policy_equal(&p, &w));
+    }
+    expect_get(m, "block_12/attention/query", "bf16");
+    expect_get(m, "other", "mixed_bfloat16");
+
+    /* The canonical text, written out by hand. */
+    char buf[1024];
+    size_t len = 0;
+    assert_int_equal(mxp_policy_map_format(m, buf, sizeof buf, &len), MXP_OK);
+    const char *want = "@default = p=float32,c=bfloat16,o=bfloat16\n"
+                       "dense_0 = p=float32,c=float16,o=float32\n"
+                       "block_[0-9]+/attention/.* = p=bfloat16,c=bfloat16,o=bfloat16\n"
+                       "\"a=b # not a comment\" = p=float32,c=bfloat16,o=bfloat16,q=float8,h=1024\n"
+                       "\"esc\\\"aped\\\\\\\\\" = p=float32,c=float32,o=float32,q=int4\n"
+                       "last = p=float64,c=float64,o=float64\n";
+    assert_string_equal(buf, want);
+    assert_int_equal(len, strlen(want));
+    /* snprintf semantics. */
+    char small[10];
+    memset(small, 'Z', sizeof small);
+    assert_int_equal(mxp_policy_map_format(m, small, sizeof small, &len), MXP_OK);
+    assert_int_equal(len, strlen(want));
+    assert_string_equal(small, "@default ");
+    assert_int_equal(mxp_policy_map_format(m, NULL, 0, &len), MXP_OK);
+    assert_int_equal(len, strlen(want));
+    assert_int_equal(mxp_policy_map_format(m, NULL, 5, &len), MXP_EINVAL);
+    mxp_policy_map_free(m);
+
+    /* Empty and comment-only configs are empty maps following the global default. */
+    assert_int_equal(mxp_policy_map_parse("", &m), MXP_OK);
+    assert_int_equal(mxp_policy_map_count(m), 0);
+    assert_false(mxp_policy_map_default(m, NULL));
+    mxp_policy_map_free(m);
+    assert_int_equal(mxp_policy_map_parse("# nothing\n\n  \n", &m), MXP_OK);
+    assert_int_equal(mxp_policy_map_count(m), 0);
+    mxp_policy_map_free(m);
+}
+
+static void expect_config_error(const char *text, mxp_status status, const char *frag1, const char *frag2)
+{
+    mxp_policy_map *m = (mxp_policy_map *)1;
+    mxp_status s = mxp_policy_map_parse(text, &m);
+    if (s != status)
+        fail_msg("config \"%s\": %s, want %s (%s)", text, mxp_status_name(s), mxp_status_name(status),
+                 mxp_last_error());
+    assert_ptr_equal(m, (mxp_policy_map *)1);
+    if (!strstr(mxp_last_error(), frag1)) fail_msg("\"%s\" lacks \"%s\"", mxp_last_error(), frag1);
+    if (frag2 && !strstr(mxp_last_error(), frag2)) fail_msg("\"%s\" lacks \"%s\"", mxp_last_error(), frag2);
+}
+
+static void test_config_errors(void **state)
+{
+    (void)state;
+    expect_config_error("a = f32\n# c\nnot a pair\n", MXP_EPARSE, "line 3: ", "'not a pair'");
+    expect_config_error("a = f32\nb = c=f13\n", MXP_EPARSE, "line 2: ", "'f13'");
+    expect_config_error("\n\n\n = f32\n", MXP_EPARSE, "line 4: ", "empty key");
+    expect_config_error("a = f32\nb = f16\nc = bf16\na = f64\n", MXP_EEXIST, "line 4: ", "'a'");
+    expect_config_error("dense_( = f32\n", MXP_EPARSE, "line 1: ", "'dense_('");
+    expect_config_error("x = f32\n@defualt = f32\n", MXP_EPARSE, "line 2: ", "'@defualt'");
+    expect_config_error("@default = f32\n@default = f16\n", MXP_EPARSE, "line 2: ", "@default");
+    expect_config_error("\"open = f32\n", MXP_EPARSE, "line 1: ", "unterminated");
+    expect_config_error("\"k\\t\" = f32\n", MXP_EPARSE, "line 1: ", "escape");
+    expect_config_error("\"k\" f32\n", MXP_EPARSE, "line 1: ", "'='");
+    expect_config_error("k = # nothing\n", MXP_EPARSE, "line 1: ", "missing policy");
+    expect_config_error("k # = f32\n", MXP_EPARSE, "line 1: ", "no '='");
+    expect_config_error("k = p=f32,\n", MXP_EPARSE, "line 1: ", "empty part");
+    expect_config_error("ok = f32\r\nk = fp8\r\n", MXP_EPARSE, "line 2: ", "'fp8'");
+    mxp_policy_map *m;
+    assert_int_equal(mxp_policy_map_parse(NULL, &m), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_parse("a = f32", NULL), MXP_EINVAL);
+}
+
+static void test_config_round_trip(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {
+        "dense_0", "block_[0-9]+/(query|key|value)", "a=b", "#hash", "@at", " lead", "trail ",
+        "quo\"te", "back\\.slash", "new\nline", "\"q\"", "x#y=z", "tab\tin", "@default",
+    };
+    const mxp_policy def = P("float8_from_c=bf16,h=7");
+    for (int with_default = 0; with_default < 2; with_default++) {
+        mxp_policy_map *m = mxp_policy_map_new(with_default ? &def : NULL);
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            mxp_policy p = random_policy();
+            if (i % 3 == 1) p.quant = MXP_QUANT_INT4;
+            if (mxp_policy_map_set(m, keys[i], &p) != MXP_OK) fail_msg("%s", mxp_last_error());
+        }
+        size_t len;
+        assert_int_equal(mxp_policy_map_format(m, NULL, 0, &len), MXP_OK);
+        char *text = malloc(len + 1);
+        assert_int_equal(mxp_policy_map_format(m, text, len + 1, &len), MXP_OK);
+        mxp_policy_map *back = NULL;
+        if (mxp_policy_map_parse(text, &back) != MXP_OK) fail_msg("%s\n%s", mxp_last_error(), text);
+        assert_true(mxp_policy_map_equal(m, back));
+        for (size_t i = 0; i < mxp_policy_map_count(m); i++) { /* same order too */
+            const char *k1, *k2;
+            mxp_policy_map_entry(m, i, &k1, NULL);
+            mxp_policy_map_entry(back, i, &k2, NULL);
+            assert_string_equal(k1, k2);
+        }
+        char *text2 = malloc(len + 1);
+        size_t len2;
+        assert_int_equal(mxp_policy_map_format(back, text2, len + 1, &len2), MXP_OK);
+        assert_int_equal(len2, len);
+        assert_string_equal(text, text2);
+
+        /* File round trip. */
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/mxp_test_policy_map_%d.cfg", (int)getpid());
+        assert_int_equal(mxp_policy_map_save(m, path), MXP_OK);
+        mxp_policy_map *loaded = NULL;
+        assert_int_equal(mxp_policy_map_load(path, &loaded), MXP_OK);
+        assert_true(mxp_policy_map_equal(m, loaded));
+        remove(path);
+        mxp_policy_map_free(loaded);
+        free(text2);
+        free(text);
+        mxp_policy_map_free(back);
+        mxp_policy_map_free(m);
+    }
+    mxp_policy_map *m = NULL;
+    assert_int_equal(mxp_policy_map_load("/nonexistent/dir/x.cfg", &m), MXP_EIO);
+    assert_non_null(strstr(mxp_last_error(), "/nonexistent/dir/x.cfg"));
+    assert_null(m);
+
+    /* equal: order ignored, policies and defaults compared. */
+    mxp_policy a = P("bf16"), b = P("f16");
+    mxp_policy_map *x = mxp_policy_map_new(NULL), *y = mxp_policy_map_new(NULL);
+    mxp_policy_map_set(x, "k1", &a);
+    mxp_policy_map_set(x, "k2", &b);
+    mxp_policy_map_set(y, "k2", &b);
+    mxp_policy_map_set(y, "k1", &a);
+    assert_true(mxp_policy_map_equal(x, y));
+    mxp_policy_map_remove(y, "k1");
+    mxp_policy_map_set(y, "k1", &b);
+    assert_false(mxp_policy_map_equal(x, y));
+    mxp_policy_map *z = mxp_policy_map_new(&a);
+    mxp_policy_map_set(z, "k1", &a);
+    mxp_policy_map_set(z, "k2", &b);
+    assert_false(mxp_policy_map_equal(x, z));
+    assert_false(mxp_policy_map_equal(x, NULL));
+    mxp_policy_map_free(x);
+    mxp_policy_map_free(y);
+    mxp_policy_map_free(z);
+}
+
+/* ---- apply_policy ------------------------------------------------------------------------- */
+
+/* Axon's docs model. */
+static const mxp_layer axon_model[] = {
+    {"dense_0", "dense"},   {"batch_norm_0", "batch_norm"}, {"dropout_0", "dropout"},
+    {"dense_1", "dense"},   {"batch_norm_1", "batch_norm"}, {"dropout_1", "dropout"},
+    {"dense_2", "dense"},
+};
+#define NLAYERS (sizeof axon_model / sizeof axon_model[0])
+
+static void test_apply_except(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = mxp_policy_map_new(NULL);
+    mxp_policy p = P("p={:f, 32},c={:f, 16},o={:f, 32}");
+    const char *const except[] = {"batch_norm"};
+    mxp_layer_select sel = {.except = except, .n_except = 1};
+    size_t n = 0;
+    assert_int_equal(mxp_policy_map_apply(m, axon_model, NLAYERS, &p, &sel, &n), MXP_OK);
+    assert_int_equal(n, 5);
+    assert_int_equal(mxp_policy_map_count(m), 5);
+    for (size_t i = 0; i < NLAYERS; i++) {
+        bool bn = strcmp(axon_model[i].op, "batch_norm") == 0;
+        expect_get(m, axon_model[i].path, bn ? "float32" : "p=f32,c=f16,o=f32");
+    }
+    /* Entries appended in layer order. */
+    const char *k;
+    assert_int_equal(mxp_policy_map_entry(m, 0, &k, NULL), MXP_OK);
+    assert_string_equal(k, "dense_0");
+    assert_int_equal(mxp_policy_map_entry(m, 4, &k, NULL), MXP_OK);
+    assert_string_equal(k, "dense_2");
+    mxp_policy_map_free(m);
+}
+
+static bool ends_in_1(const char *path, const char *op, void *user)
+{
+    (void)op;
+    (*(int *)user)++;
+    size_t n = strlen(path);
+    return n > 0 && path[n - 1] == '1';
+}
+
+static void test_apply_only_pred_replace(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = mxp_policy_map_new(NULL);
+    mxp_policy bf = P("bf16"), mixed = P("mixed_float16"), f64 = P("f64");
+    assert_int_equal(mxp_policy_map_set(m, "head", &f64), MXP_OK);
+    assert_int_equal(mxp_policy_map_set(m, "dense_1", &bf), MXP_OK);
+    const char *const only[] = {"dense", "conv"};
+    mxp_layer_select sel = {.only = only, .n_only = 2};
+    size_t n = 0;
+    assert_int_equal(mxp_policy_map_apply(m, axon_model, NLAYERS, &mixed, &sel, &n), MXP_OK);
+    assert_int_equal(n, 3);
+    /* dense_1 replaced in place (position 1), dense_0 and dense_2 appended. */
+    const char *want[] = {"head", "dense_1", "dense_0", "dense_2"};
+    assert_int_equal(mxp_policy_map_count(m), 4);
+    for (size_t i = 0; i < 4; i++) {
+        const char *k;
+        mxp_policy_map_entry(m, i, &k, NULL);
+        assert_string_equal(k, want[i]);
+    }
+    expect_get(m, "dense_1", "mixed_float16");
+    expect_get(m, "dropout_0", "float32");
+    expect_get(m, "head", "f64");
+
+    /* Predicate (called once per layer, in order) combined with except. */
+    int calls = 0;
+    const char *const except[] = {"dropout"};
+    mxp_layer_select ps = {.except = except, .n_except = 1, .pred = ends_in_1, .user = &calls};
+    assert_int_equal(mxp_policy_map_apply(m, axon_model, NLAYERS, &bf, &ps, &n), MXP_OK);
+    assert_int_equal(n, 2); /* dense_1, batch_norm_1 (dropout_1 excluded) */
+    expect_get(m, "dense_1", "bf16");
+    expect_get(m, "batch_norm_1", "bf16");
+    expect_get(m, "dropout_1", "float32");
+    expect_get(m, "dense_0", "mixed_float16");
+    assert_true(calls >= 2 && calls <= (int)NLAYERS);
+
+    /* only with an empty list selects nothing; NULL sel selects everything. */
+    mxp_layer_select none = {.only = only, .n_only = 0};
+    assert_int_equal(mxp_policy_map_apply(m, axon_model, NLAYERS, &f64, &none, &n), MXP_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(mxp_policy_map_count(m), 5);
+    assert_int_equal(mxp_policy_map_apply(m, axon_model, NLAYERS, &f64, NULL, &n), MXP_OK);
+    assert_int_equal(n, NLAYERS);
+    assert_int_equal(mxp_policy_map_count(m), 1 + NLAYERS);
+    for (size_t i = 0; i < NLAYERS; i++) expect_get(m, axon_model[i].path, "f64");
+    mxp_policy_map_free(m);
+}
+
+static void test_apply_errors_leave_map_unchanged(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = mxp_policy_map_new(NULL);
+    mxp_policy bf = P("bf16"), f16 = P("f16");
+    assert_int_equal(mxp_policy_map_set(m, "dense_0", &bf), MXP_OK);
+    const mxp_layer bad_re[] = {{"dense_0", "dense"}, {"new_1", "dense"}, {"bad(", "dense"}};
+    size_t n = 99;
+    assert_int_equal(mxp_policy_map_apply(m, bad_re, 3, &f16, NULL, &n), MXP_EPARSE);
+    assert_non_null(strstr(mxp_last_error(), "'bad('"));
+    assert_int_equal(n, 99);
+    assert_int_equal(mxp_policy_map_count(m), 1);
+    expect_get(m, "dense_0", "bf16"); /* not replaced */
+    /* ...but an unselected bad path is fine: only selected layers become keys. */
+    const char *const except[] = {"weird"};
+    const mxp_layer skip_bad[] = {{"dense_0", "dense"}, {"bad(", "weird"}};
+    mxp_layer_select sel = {.except = except, .n_except = 1};
+    assert_int_equal(mxp_policy_map_apply(m, skip_bad, 2, &f16, &sel, &n), MXP_OK);
+    assert_int_equal(n, 1);
+    expect_get(m, "dense_0", "f16");
+    const mxp_layer null_op[] = {{"x", NULL}};
+    const mxp_layer empty_path[] = {{"", "dense"}};
+    assert_int_equal(mxp_policy_map_apply(m, null_op, 1, &f16, NULL, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_apply(m, empty_path, 1, &f16, NULL, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_apply(m, NULL, 1, &f16, NULL, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_apply(m, NULL, 0, &f16, NULL, NULL), MXP_OK);
+    assert_int_equal(mxp_policy_map_apply(NULL, axon_model, 1, &f16, NULL, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_policy_map_apply(m, axon_model, 1, NULL, NULL, NULL), MXP_EINVAL);
+    const char *const nulls[] = {"dense", NULL};
+    mxp_layer_select ns = {.only = nulls, .n_only = 2};
+    assert_int_equal(mxp_policy_map_apply(m, axon_model, 1, &f16, &ns, NULL), MXP_EINVAL);
+    /* Repeated paths in the layer list give one entry. */
+    const mxp_layer dup[] = {{"d", "dense"}, {"d", "dense"}};
+    assert_int_equal(mxp_policy_map_apply(m, dup, 2, &bf, NULL, &n), MXP_OK);
+    assert_int_equal(mxp_policy_map_count(m), 2);
+    mxp_policy_map_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keras_example),
+        cmocka_unit_test(test_full_match_and_exact_wins),
+        cmocka_unit_test(test_ambiguous),
+        cmocka_unit_test(test_set_remove_errors),
+        cmocka_unit_test(test_cache_matches_slow_model),
+        cmocka_unit_test(test_concurrent_get),
+        cmocka_unit_test(test_config_parse),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_round_trip),
+        cmocka_unit_test(test_apply_except),
+        cmocka_unit_test(test_apply_only_pred_replace),
+        cmocka_unit_test(test_apply_errors_leave_map_unchanged),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
