@@ -120,12 +120,11 @@ static void *zalloc(model *m, size_t bytes)
 }
 
 /* A new buffer of n elements, or (share != NULL and the same dtype) a view of *share. */
-static tbuf buffer(model *m, mxp_dtype dt, size_t n, const tbuf *share, bool activation, bool *ok)
+static tbuf buffer(model *m, mxp_dtype dt, size_t n, const tbuf *share, bool *ok)
 {
     if (share && share->dtype == dt) return (tbuf){share->data, dt, n};
     tbuf b = {zalloc(m, n * mxp_dtype_size(dt)), dt, n};
     if (!b.data) *ok = false;
-    if (activation) m->activation_bytes += n * mxp_dtype_size(dt);
     return b;
 }
 
@@ -216,20 +215,19 @@ int model_init(model *m, const mxp_policy_map *map, size_t batch, uint64_t seed,
             size_t n = l->psize[k];
             tbuf master = {m->master + l->poff[k], MXP_FLOAT32, n};
             tbuf grad = {m->grad + l->poff[k], MXP_FLOAT32, n};
-            l->param[k] = buffer(m, p, n, &master, false, &ok);
-            l->param_c[k] = buffer(m, c, n, &l->param[k], false, &ok);
-            l->param_f[k] = buffer(m, MXP_FLOAT32, n, &l->param_c[k], false, &ok).data;
-            l->grad_p[k] = buffer(m, p, n, &grad, false, &ok);
-            l->grad_c[k] = buffer(m, c, n, &l->grad_p[k], false, &ok);
+            l->param[k] = buffer(m, p, n, &master, &ok);
+            l->param_c[k] = buffer(m, c, n, &l->param[k], &ok);
+            l->param_f[k] = buffer(m, MXP_FLOAT32, n, &l->param_c[k], &ok).data;
+            l->grad_p[k] = buffer(m, p, n, &grad, &ok);
+            l->grad_c[k] = buffer(m, c, n, &l->grad_p[k], &ok);
         }
-        l->x_c = buffer(m, c, B * l->in, prev_y, true, &ok);
-        if (l->op != OP_DROPOUT) l->act_c = buffer(m, c, B * l->out, NULL, true, &ok);
+        l->x_c = buffer(m, c, B * l->in, prev_y, &ok);
+        if (l->op != OP_DROPOUT) l->act_c = buffer(m, c, B * l->out, NULL, &ok);
         if (l->op == OP_DENSE && l->act != ACT_SOFTMAX) l->out_c = l->act_c;
-        else l->out_c = buffer(m, c, B * l->out, NULL, true, &ok);
-        l->y = buffer(m, o, B * l->out, &l->out_c, true, &ok);
+        else l->out_c = buffer(m, c, B * l->out, NULL, &ok);
+        l->y = buffer(m, o, B * l->out, &l->out_c, &ok);
         if (l->op == OP_DROPOUT) {
             l->mask = zalloc(m, B * l->out);
-            m->activation_bytes += B * l->out;
             ok = ok && l->mask;
         }
         if (l->op == OP_BATCH_NORM) {
@@ -237,12 +235,16 @@ int model_init(model *m, const mxp_policy_map *map, size_t batch, uint64_t seed,
             l->bn_run_mean = zalloc(m, l->out * sizeof(float));
             l->bn_run_var = zalloc(m, l->out * sizeof(float));
             ok = ok && l->bn_inv_std && l->bn_run_mean && l->bn_run_var;
-            m->activation_bytes += l->out * sizeof(float); /* inv_std is kept for backward */
         }
-        l->dz_c = buffer(m, c, B * l->out, NULL, false, &ok);
+        /* what the backward pass needs from this layer's forward pass, per batch of B rows */
+        size_t cs = mxp_dtype_size(c);
+        if (l->op == OP_DENSE) m->activation_bytes += B * (l->in + l->out) * cs; /* x_c, act_c */
+        if (l->op == OP_BATCH_NORM) m->activation_bytes += B * l->out * cs + l->out * sizeof(float);
+        if (l->op == OP_DROPOUT) m->activation_bytes += B * l->out; /* mask */
+        l->dz_c = buffer(m, c, B * l->out, NULL, &ok);
         if (i > 0) {
-            l->dx_c = buffer(m, c, B * l->in, NULL, false, &ok);
-            l->dx = buffer(m, l->in_dtype, B * l->in, &l->dx_c, false, &ok);
+            l->dx_c = buffer(m, c, B * l->in, NULL, &ok);
+            l->dx = buffer(m, l->in_dtype, B * l->in, &l->dx_c, &ok);
         }
     }
     if (!ok) {

@@ -108,7 +108,9 @@ typedef struct model {
     float *ws_chk;   /* [B,784] scratch for underflow counting */
     float *ws_chk2;  /* [B,784] scratch for underflow counting */
 
-    size_t activation_bytes; /* per batch of B rows: all distinct activation buffers */
+    size_t activation_bytes; /* per batch of B rows: what the forward pass keeps for the backward
+                              * pass (dense: input and activation in the compute dtype;
+                              * batch_norm: x_hat and 1/std; dropout: the mask) */
 
     void **allocs;   /* everything malloc'd, freed by model_free */
     size_t nallocs, cap_allocs;

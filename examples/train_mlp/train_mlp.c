@@ -116,6 +116,13 @@ static int parse_args(int argc, char **argv, options *o)
         if (len >= sizeof name) return bad_usage("unknown option '%s'", a);
         memcpy(name, a, len);
         name[len] = '\0';
+        static const char *const known[] = {"--policy", "--except", "--loss-scale", "--csv",
+                                             "--data", "--epochs", "--batch", "--threads",
+                                             "--limit", "--seed", "--lr", "--check"};
+        bool is_known = false;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            is_known = is_known || strcmp(name, known[k]) == 0;
+        if (!is_known) return bad_usage("unknown option '%s'", a);
         if (val) val++;
         else if (i + 1 < argc) val = argv[++i];
         else return bad_usage("option '%s' needs a value", a);
