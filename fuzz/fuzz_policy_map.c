@@ -1,0 +1,98 @@
+/*
+ * fuzz_policy_map.c - libFuzzer target for the policy-map text config and lookups.
+ *
+ * The input (NUL-terminated copy, at most 4 KiB so that pathological regexes stay quick) is
+ * parsed as a config. Invariants checked (abort on violation):
+ *  - parse fails with MXP_EPARSE/MXP_EEXIST and a "line N: " message (or MXP_ENOMEM), leaving
+ *    the output untouched; or succeeds, and then:
+ *  - format -> parse gives an equal map with the same keys in the same order, and formatting
+ *    that map gives byte-identical text;
+ *  - looking up every key gives exactly that key's policy (an exact key always wins);
+ *  - lookups of derived paths give the same answer with the cache on, off, and on again
+ *    (served from the cache).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mixprec.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_lookup(const mxp_policy_map *a, const mxp_policy_map *b, const char *path)
+{
+    mxp_policy pa, pb;
+    mxp_status sa = mxp_policy_map_get(a, path, &pa), sb = mxp_policy_map_get(b, path, &pb);
+    if (sa != sb) abort();
+    if (sa == MXP_OK && !mxp_policy_equal(&pa, &pb)) abort();
+    if (sa != MXP_OK && sa != MXP_EAMBIGUOUS && sa != MXP_ENOMEM) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > 4096) return 0;
+    char *text = malloc(size + 1);
+    if (!text) return 0;
+    memcpy(text, data, size);
+    text[size] = '\0';
+
+    mxp_policy_map *m = (mxp_policy_map *)&size; /* sentinel: must stay untouched on failure */
+    mxp_status s = mxp_policy_map_parse(text, &m);
+    if (s != MXP_OK) {
+        if (m != (mxp_policy_map *)&size) abort();
+        if (s == MXP_EPARSE || s == MXP_EEXIST) {
+            if (strncmp(mxp_last_error(), "line ", 5) != 0) abort();
+        } else if (s != MXP_ENOMEM) {
+            abort();
+        }
+        free(text);
+        return 0;
+    }
+
+    size_t len = 0;
+    if (mxp_policy_map_format(m, NULL, 0, &len) != MXP_OK) abort();
+    char *out = malloc(len + 1), *out2 = malloc(len + 1);
+    if (!out || !out2) abort();
+    size_t len1 = 0, len2 = 0;
+    if (mxp_policy_map_format(m, out, len + 1, &len1) != MXP_OK || len1 != len || strlen(out) != len) abort();
+    mxp_policy_map *back = NULL;
+    if (mxp_policy_map_parse(out, &back) != MXP_OK) abort();
+    if (!mxp_policy_map_equal(m, back)) abort();
+    if (mxp_policy_map_count(m) != mxp_policy_map_count(back)) abort();
+    if (mxp_policy_map_format(back, out2, len + 1, &len2) != MXP_OK || len2 != len || strcmp(out, out2) != 0)
+        abort();
+
+    mxp_policy_map *uncached = NULL;
+    if (mxp_policy_map_parse(text, &uncached) != MXP_OK) abort();
+    mxp_policy_map_set_cache_capacity(uncached, 0);
+
+    for (size_t i = 0; i < mxp_policy_map_count(m); i++) {
+        const char *key;
+        mxp_policy want, got;
+        if (mxp_policy_map_entry(m, i, &key, &want) != MXP_OK) abort();
+        if (mxp_policy_map_get(m, key, &got) != MXP_OK || !mxp_policy_equal(&got, &want)) abort();
+        /* Derived paths: the key with a suffix, a prefix, and without its last byte. */
+        size_t kl = strlen(key);
+        char *path = malloc(kl + 3);
+        if (!path) abort();
+        memcpy(path, key, kl);
+        memcpy(path + kl, "_x", 3);
+        for (int round = 0; round < 2; round++) {
+            check_lookup(m, uncached, path);
+            check_lookup(m, uncached, path + (kl > 0 ? 1 : 0));
+        }
+        path[kl > 0 ? kl - 1 : 0] = '\0';
+        check_lookup(m, uncached, path);
+        free(path);
+    }
+    check_lookup(m, uncached, "");
+    check_lookup(m, uncached, "dense_0/kernel");
+
+    mxp_policy_map_free(uncached);
+    mxp_policy_map_free(back);
+    mxp_policy_map_free(m);
+    free(out2);
+    free(out);
+    free(text);
+    return 0;
+}
