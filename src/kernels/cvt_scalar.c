@@ -169,29 +169,6 @@ static ALWAYS_INLINE uint32_t sr_next(srgen *g)
 /* ---- 3. dedicated kernels for the hot pairs --------------------------------------------- */
 
 /*
- * Round v >> d (v < 2^31, d >= 1) to an integer: nearest-even, or stochastically with r.
- *
- *   v:  kkkkkkkkkkkk | ddddddd        d dropped bits, "half" = 1 << (d - 1)
- *
- * Nearest-even: adding (half - 1) plus the lowest kept bit carries into the kept part exactly
- * when the dropped part is above half, or equal to half with an odd kept part.
- * Stochastic (kernels.h): round up iff F + r >= 2^32, F = the top 32 bits of the dropped
- * fraction. For d <= 32 that is "add r >> (32 - d) to v and truncate": the carry out of the
- * dropped bits happens exactly when dropped + (r >> (32 - d)) >= 2^d. For d > 32 the kept part
- * is 0 (v < 2^31) and F = v >> (d - 32).
- */
-static ALWAYS_INLINE uint32_t round_shift32(uint32_t v, unsigned d, bool sr, uint32_t r)
-{
-    if (d >= 32) {
-        if (!sr) return 0; /* v < 2^31 <= half */
-        uint32_t f = d - 32 < 32 ? v >> (d - 32) : 0;
-        return (uint32_t)(((uint64_t)f + r) >> 32);
-    }
-    if (sr) return (uint32_t)(((uint64_t)v + (r >> (32 - d))) >> d);
-    return (v + ((1u << (d - 1)) - 1u) + ((v >> d) & 1u)) >> d;
-}
-
-/*
  * float32 -> bfloat16.
  *   bits:  S EEEEEEEE MMMMMMM | dddddddd dddddddd
  *          '--- kept (16) ---'  '-- dropped --'
@@ -212,7 +189,8 @@ static ALWAYS_INLINE uint32_t bf16_from_f32(uint32_t u, bool sr, uint32_t r, boo
 }
 
 /*
- * float32 -> a narrower IEEE-like format (float16, e4m3fn, e5m2: m mantissa bits, bias B).
+ * float32 -> a narrower IEEE-like format (float16, e4m3fn, e5m2: m mantissa bits, bias B),
+ * branch-free so that compilers can vectorise the loop.
  *
  *   float32 |x|:  0 EEEEEEEE MMMMMMMMMM ddddddddddddd     (float16: 23 - 10 = 13 dropped)
  *   target:         S EEEEE MMMMMMMMMM
@@ -220,38 +198,65 @@ static ALWAYS_INLINE uint32_t bf16_from_f32(uint32_t u, bool sr, uint32_t r, boo
  * Normal target range (target biased exponent te = E - 127 + B >= 1): subtracting
  * (127 - B) << 23 rebiases the exponent field in place, so
  *   v = te << 23 | M23,   and   v >> (23 - m) = te << m | top m bits of M23
- * is already the target's bit pattern, up to the rounding of the 23 - m dropped bits. A carry
- * out of the mantissa bumps the exponent; a carry past max finite lands on "max finite + 1"
- * (infinity, or the e4m3fn NaN slot), which the final compare reports as overflow.
- *
+ * is already the target's bit pattern, up to the rounding of the d = 23 - m dropped bits.
  * Subnormal target range (te <= 0): the value is (1.M23 as an integer) * 2^(E - 23) and the
- * target's subnormal step is 2^(1 - B - m), so the target pattern is that integer shifted right
- * by d = 23 - m + (1 - te) with rounding (a float32 subnormal has no implicit bit and E = -126).
- * Rounding up from the largest subnormal gives 1 << m, which is exactly the smallest normal.
+ * target's subnormal step is 2^(1 - B - m), so v = 1.M23 (no implicit 1 for a float32
+ * subnormal, whose E is -126) shifted right by d = 23 - m + (1 - te) is the target pattern.
+ *
+ * Rounding with 32 fraction bits: t = (v << 32) >> d holds the kept part in its high word and
+ * the top 32 bits of the dropped part (F of kernels.h) in its low word:
+ *   t:  [ kept (v >> d) ][ F = dropped bits, left-aligned in 32 bits ]
+ * Nearest-even adds 0x7FFFFFFF plus the kept part's lowest bit; stochastic adds r; the carry
+ * into the high word is the round-up. Exact for nearest-even: d <= 32 keeps every dropped bit,
+ * and for d > 32 the value is below half the smallest subnormal (v < 2^24), so it rounds to 0
+ * whatever the lost bits. d is clamped to 63 (v < 2^31, so the result is then 0 anyway).
+ * A carry out of the mantissa bumps the exponent (largest subnormal -> smallest normal,
+ * max finite -> "max finite + 1" = infinity or the e4m3fn NaN slot), and every pattern above
+ * max finite is overflow. Infinity needs no test: its rebiased v is far above max finite.
+ * NaN is selected last: sign | exponent all ones | quiet bit | top payload bits (e4m3fn 0x7F).
  */
-static ALWAYS_INLINE uint32_t small_from_f32(uint32_t u, fmt t, bool sr, uint32_t r, bool sat)
+static ALWAYS_INLINE uint32_t small_from_f32_any(uint32_t u, fmt t, bool sr, uint32_t r, bool sat)
 {
     const uint32_t sign = (u >> 31) << (t.bits - 1);
     const uint32_t a = u & 0x7FFFFFFFu;
     const uint32_t over = sat ? (uint32_t)t.maxfin : t.fn ? 0x7Fu : (uint32_t)t.inf;
-    if (a >= 0x7F800000u) {
-        if (a == 0x7F800000u) return sign | over;
-        if (t.fn) return sign | 0x7Fu;
-        return sign | (uint32_t)t.inf | (1u << (t.m - 1)) | ((a & 0x7FFFFFu) >> (23 - t.m));
-    }
+    const uint32_t nan = t.fn ? 0x7Fu
+                              : (uint32_t)t.inf | (1u << (t.m - 1)) | ((a & 0x7FFFFFu) >> (23 - t.m));
     const uint32_t e = a >> 23;
-    if (e > (uint32_t)(127 + t.emax)) return sign | over;
-    uint32_t v;
-    unsigned d;
-    if (e >= (uint32_t)(128 - t.bias)) {
-        v = a - ((uint32_t)(127 - t.bias) << 23);
-        d = (unsigned)(23 - t.m);
-    } else {
-        v = (a & 0x7FFFFFu) | (e ? 0x800000u : 0u);
-        d = (unsigned)(23 - t.m + 128 - t.bias) - (e ? e : 1u);
+    const bool normal = e >= (uint32_t)(128 - t.bias);
+    const uint32_t e1 = e + (e == 0); /* a float32 subnormal has the exponent of e = 1 */
+    const uint32_t v = normal ? a - ((uint32_t)(127 - t.bias) << 23)
+                              : (a & 0x7FFFFFu) | ((uint32_t)(e != 0) << 23);
+    uint32_t d = normal ? (uint32_t)(23 - t.m) : (uint32_t)(23 - t.m + 128 - t.bias) - e1;
+    d = d > 63 ? 63 : d;
+    const uint64_t w = ((uint64_t)v << 32) >> d;
+    const uint64_t add = sr ? (uint64_t)r : 0x7FFFFFFFull + ((w >> 32) & 1u);
+    const uint32_t bits = (uint32_t)((w + add) >> 32);
+    const uint32_t mag = a > 0x7F800000u ? nan : bits > t.maxfin ? over : bits;
+    return sign | mag;
+}
+
+/*
+ * The same with a fast path for the common case, |x| in the target's normal binades
+ * [2^(1 - B), 2^(emax + 1)): one unsigned compare selects it (a - lo wraps around for smaller
+ * magnitudes), the dropped-bit count is the constant d = 23 - m, and 32-bit arithmetic suffices
+ * (v < 2^31 and the added rounding term is below 2^d). Everything else - zeros, subnormal
+ * results, overflow, infinity, NaN - takes the general path above.
+ */
+static ALWAYS_INLINE uint32_t small_from_f32(uint32_t u, fmt t, bool sr, uint32_t r, bool sat)
+{
+    const uint32_t a = u & 0x7FFFFFFFu;
+    const uint32_t lo = (uint32_t)(128 - t.bias) << 23;
+    const uint32_t span = ((uint32_t)(128 + t.emax) << 23) - lo;
+    if (a - lo < span) {
+        const unsigned d = (unsigned)(23 - t.m);
+        const uint32_t v = a - ((uint32_t)(127 - t.bias) << 23);
+        const uint32_t add = sr ? r >> (32 - d) : (1u << (d - 1)) - 1u + ((v >> d) & 1u);
+        const uint32_t bits = (v + add) >> d;
+        const uint32_t over = sat ? (uint32_t)t.maxfin : t.fn ? 0x7Fu : (uint32_t)t.inf;
+        return ((u >> 31) << (t.bits - 1)) | (bits > t.maxfin ? over : bits);
     }
-    const uint32_t bits = round_shift32(v, d, sr, r);
-    return sign | (bits > t.maxfin ? over : bits);
+    return small_from_f32_any(u, t, sr, r, sat);
 }
 
 /*
