@@ -432,7 +432,7 @@ mxp_status mxp_loss_scale_restore(const char *text, mxp_loss_scale *out)
         if (!seen[k])
             return mxp__fail(MXP_EPARSE, "loss scale field '%s' missing in '%s'", field_names[k], text);
     const char *why = invalid_reason(&s);
-    if (why) return mxp__fail(MXP_EINVAL, "invalid loss scale state in '%s': %s", text, why);
+    if (why) return mxp__fail(MXP_EINVAL, "invalid loss scale state: %s (in '%s')", why, text);
     *out = s;
     return MXP_OK;
 }

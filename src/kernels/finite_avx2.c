@@ -1,6 +1,220 @@
 /*
- * finite_avx2.c - avx2 kernels (placeholder: registers nothing yet, so the scalar entries stay).
+ * finite_avx2.c - all_finite (every floating dtype) and unscale_check (float32, bfloat16,
+ * float16) with AVX2 + F16C; bit-identical to finite_scalar.c, which also does the tails.
+ *
+ * all_finite: a value is non-finite exactly when its magnitude bits exceed the largest finite
+ * pattern, so one pass keeps the unsigned max of (bits & ~sign) per lane and compares once at
+ * the end - two instructions per vector, no branch, no early exit:
+ *     float32  |x| > 0x7F7FFFFF       float16  |x| > 0x7BFF     bfloat16 |x| > 0x7F7F
+ *     e5m2     |x| > 0x7B             e4m3fn   |x| > 0x7E (only 0x7F, the NaN, is above)
+ *     float64  high dword of |x| > 0x7FEFFFFF (the low dwords are masked to 0)
+ *
+ * unscale_check: the product is a hardware vmulps, which matches IEEE round-to-nearest when
+ * MXCSR.RC is nearest (checked once per call, else the whole call is scalar) and no lane is
+ * touched by FTZ/DAZ. For float32 and bfloat16 a lane with 0 < |x| < the tiny threshold
+ * (finite.h) could be subnormal or give a subnormal product: a block containing one is handed
+ * to the scalar reference (rare: gradients that small are below float32's normal range after
+ * unscaling). float16 needs no such test: its values are normal in float32, and a product
+ * below 2^-126 rounds to a float16 zero of the same sign whether or not FTZ flushed it.
+ *   float32 -> bfloat16, nearest-even on the top half (NaN lanes are replaced afterwards):
+ *     bits:  S EEEEEEEE MMMMMMM | dddddddd dddddddd
+ *            '--- kept (16) ---'  '-- dropped --'
+ *     adding 0x7FFF plus the lowest kept bit carries into the kept half exactly when the
+ *     dropped part is above one half, or equal to it with an odd kept part.
+ *   float32 -> float16: vcvtps2ph with an explicit nearest-even immediate (F16C ignores
+ *     FTZ/DAZ and MXCSR.RC); NaN lanes are first made canonical (sign | 0x7FC00000), which
+ *     converts to sign | 0x7E00 like the scalar reference.
  */
+#include <immintrin.h>
+#include <string.h>
+
+#include "finite.h"
 #include "kernels.h"
 
-void mxp__finite_register_avx2(mxp__kernels *k) { (void)k; }
+#define ALL_FINITE_AVX2(NAME, DT, ESIZE, MASKV, MAXOP, CMPV)                                     \
+    static bool NAME(const void *x, size_t n)                                                    \
+    {                                                                                            \
+        const unsigned char *p = x;                                                              \
+        const size_t per = 32 / (ESIZE);                                                         \
+        const __m256i mask = MASKV;                                                              \
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;                         \
+        size_t i = 0;                                                                            \
+        for (; i + 4 * per <= n; i += 4 * per) {                                                 \
+            const unsigned char *q = p + i * (ESIZE);                                            \
+            a0 = MAXOP(a0, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)q), mask));      \
+            a1 = MAXOP(a1, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(q + 32)), mask)); \
+            a2 = MAXOP(a2, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(q + 64)), mask)); \
+            a3 = MAXOP(a3, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(q + 96)), mask)); \
+        }                                                                                        \
+        for (; i + per <= n; i += per)                                                           \
+            a0 = MAXOP(a0, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + i * (ESIZE))), \
+                                            mask));                                              \
+        __m256i m = MAXOP(MAXOP(a0, a1), MAXOP(a2, a3));                                         \
+        /* max == limit + 1 .. : compare "max(m, limit) != limit" lane-wise */                   \
+        const __m256i lim = CMPV;                                                                \
+        bool ok = _mm256_movemask_epi8(_mm256_cmpeq_epi8(MAXOP(m, lim), lim)) == -1;              \
+        if (i < n) ok &= mxp__scalar_kernels()->all_finite[DT](p + i * (ESIZE), n - i);          \
+        return ok;                                                                               \
+    }
+
+ALL_FINITE_AVX2(all_finite_f64, MXP_FLOAT64, 8, _mm256_set1_epi64x(0x7FFFFFFF00000000ll),
+                _mm256_max_epu32, _mm256_set1_epi64x(0x7FEFFFFF00000000ll))
+ALL_FINITE_AVX2(all_finite_f32, MXP_FLOAT32, 4, _mm256_set1_epi32(0x7FFFFFFF), _mm256_max_epu32,
+                _mm256_set1_epi32(0x7F7FFFFF))
+ALL_FINITE_AVX2(all_finite_f16, MXP_FLOAT16, 2, _mm256_set1_epi16(0x7FFF), _mm256_max_epu16,
+                _mm256_set1_epi16(0x7BFF))
+ALL_FINITE_AVX2(all_finite_bf16, MXP_BFLOAT16, 2, _mm256_set1_epi16(0x7FFF), _mm256_max_epu16,
+                _mm256_set1_epi16(0x7F7F))
+ALL_FINITE_AVX2(all_finite_e4m3, MXP_FLOAT8_E4M3FN, 1, _mm256_set1_epi8(0x7F), _mm256_max_epu8,
+                _mm256_set1_epi8(0x7E))
+ALL_FINITE_AVX2(all_finite_e5m2, MXP_FLOAT8_E5M2, 1, _mm256_set1_epi8(0x7F), _mm256_max_epu8,
+                _mm256_set1_epi8(0x7B))
+
+/* ---- unscale_check -------------------------------------------------------------------------- */
+
+/* Per-call set-up shared by the float32 and bfloat16 kernels: false -> use the scalar path. */
+static bool fast_setup(float inv, __m256i *thr_m1)
+{
+    uint32_t ib;
+    memcpy(&ib, &inv, 4);
+    uint32_t ie = (ib >> 23) & 0xFF;
+    if (ie == 0 || ie == 0xFF || !mxp__unscale_hw_ok()) return false;
+    /* lanes with (|x| - 1) <u (thr - 1), i.e. 0 < |x| < thr, go scalar; the compare is signed
+     * after flipping the top bit. */
+    *thr_m1 = _mm256_set1_epi32((int)((mxp__unscale_tiny_threshold(inv) - 1u) ^ 0x80000000u));
+    return true;
+}
+
+/* Mask of lanes with 0 < |v| < thr. */
+static inline __m256i tiny_lanes(__m256i v, __m256i thr_m1)
+{
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1),
+                  top = _mm256_set1_epi32((int)0x80000000u);
+    __m256i a = _mm256_xor_si256(_mm256_sub_epi32(_mm256_and_si256(v, abs), one), top);
+    return _mm256_cmpgt_epi32(thr_m1, a);
+}
+
+static bool unscale_f32(void *x, size_t n, float inv)
+{
+    mxp__unscale_fn scalar = mxp__scalar_kernels()->unscale_check[MXP_FLOAT32];
+    __m256i thr_m1;
+    if (!fast_setup(inv, &thr_m1)) return scalar(x, n, inv);
+    unsigned char *p = x;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
+    __m256i acc = _mm256_setzero_si256();
+    bool ok = true;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float *q = (float *)(void *)(p + 4 * i);
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)q);
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 8));
+        __m256i t = _mm256_or_si256(tiny_lanes(v0, thr_m1), tiny_lanes(v1, thr_m1));
+        if (!_mm256_testz_si256(t, t)) {
+            ok &= scalar(q, 16, inv);
+            continue;
+        }
+        __m256 y0 = _mm256_mul_ps(_mm256_castsi256_ps(v0), vinv);
+        __m256 y1 = _mm256_mul_ps(_mm256_castsi256_ps(v1), vinv);
+        _mm256_storeu_ps(q, y0);
+        _mm256_storeu_ps(q + 8, y1);
+        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y0), abs));
+        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y1), abs));
+    }
+    /* inv is finite and nonzero: a non-finite input gives a non-finite product */
+    const __m256i lim = _mm256_set1_epi32(0x7F7FFFFF);
+    ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu32(acc, lim), lim)) == -1;
+    if (i < n) ok &= scalar(p + 4 * i, n - i, inv);
+    return ok;
+}
+
+/* float32 bits -> bfloat16 in the low half of each 32-bit lane, nearest-even, canonical NaN. */
+static inline __m256i round_bf16(__m256i y)
+{
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(y, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(y, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), 16);
+    __m256i isnan = _mm256_cmpgt_epi32(_mm256_and_si256(y, abs), inf);
+    __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(_mm256_andnot_si256(abs, y), 16),
+                                   _mm256_set1_epi32(0x7FC0));
+    return _mm256_blendv_epi8(r, qnan, isnan);
+}
+
+static bool unscale_bf16(void *x, size_t n, float inv)
+{
+    mxp__unscale_fn scalar = mxp__scalar_kernels()->unscale_check[MXP_BFLOAT16];
+    __m256i thr_m1;
+    if (!fast_setup(inv, &thr_m1)) return scalar(x, n, inv);
+    unsigned char *p = x;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i zero = _mm256_setzero_si256(), abs16 = _mm256_set1_epi16(0x7FFF);
+    __m256i acc = zero;
+    bool ok = true;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        unsigned char *q = p + 2 * i;
+        __m256i v = _mm256_loadu_si256((const __m256i *)q);
+        /* bfloat16 is the top half of float32: interleave zeros below (in-lane order,
+         * undone by the in-lane pack below) */
+        __m256i lo = _mm256_unpacklo_epi16(zero, v), hi = _mm256_unpackhi_epi16(zero, v);
+        __m256i t = _mm256_or_si256(tiny_lanes(lo, thr_m1), tiny_lanes(hi, thr_m1));
+        if (!_mm256_testz_si256(t, t)) {
+            ok &= scalar(q, 16, inv);
+            continue;
+        }
+        __m256i ylo = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(lo), vinv));
+        __m256i yhi = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(hi), vinv));
+        __m256i out = _mm256_packus_epi32(round_bf16(ylo), round_bf16(yhi));
+        _mm256_storeu_si256((__m256i *)q, out);
+        acc = _mm256_max_epu16(acc, _mm256_and_si256(out, abs16));
+    }
+    const __m256i lim = _mm256_set1_epi16(0x7F7F);
+    ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu16(acc, lim), lim)) == -1;
+    if (i < n) ok &= scalar(p + 2 * i, n - i, inv);
+    return ok;
+}
+
+static bool unscale_f16(void *x, size_t n, float inv)
+{
+    mxp__unscale_fn scalar = mxp__scalar_kernels()->unscale_check[MXP_FLOAT16];
+    uint32_t ib;
+    memcpy(&ib, &inv, 4);
+    uint32_t ie = (ib >> 23) & 0xFF;
+    if (ie == 0 || ie == 0xFF || !mxp__unscale_hw_ok()) return scalar(x, n, inv);
+    unsigned char *p = x;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256 keep_nan = _mm256_castsi256_ps(_mm256_set1_epi32((int)0xFFC00000u));
+    const __m256i abs16 = _mm256_set1_epi16(0x7FFF);
+    __m256i acc = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        unsigned char *q = p + 2 * i;
+        __m256 y0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)q)), vinv);
+        __m256 y1 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q + 16))), vinv);
+        /* NaN lanes -> sign | 0x7FC00000 (products are quiet NaNs, so an AND does it) */
+        y0 = _mm256_blendv_ps(y0, _mm256_and_ps(y0, keep_nan), _mm256_cmp_ps(y0, y0, _CMP_UNORD_Q));
+        y1 = _mm256_blendv_ps(y1, _mm256_and_ps(y1, keep_nan), _mm256_cmp_ps(y1, y1, _CMP_UNORD_Q));
+        __m128i h0 = _mm256_cvtps_ph(y0, _MM_FROUND_TO_NEAREST_INT);
+        __m128i h1 = _mm256_cvtps_ph(y1, _MM_FROUND_TO_NEAREST_INT);
+        __m256i out = _mm256_set_m128i(h1, h0);
+        _mm256_storeu_si256((__m256i *)q, out);
+        acc = _mm256_max_epu16(acc, _mm256_and_si256(out, abs16));
+    }
+    const __m256i lim = _mm256_set1_epi16(0x7BFF);
+    bool ok = _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu16(acc, lim), lim)) == -1;
+    if (i < n) ok &= scalar(p + 2 * i, n - i, inv);
+    return ok;
+}
+
+void mxp__finite_register_avx2(mxp__kernels *k)
+{
+    k->all_finite[MXP_FLOAT64] = all_finite_f64;
+    k->all_finite[MXP_FLOAT32] = all_finite_f32;
+    k->all_finite[MXP_FLOAT16] = all_finite_f16;
+    k->all_finite[MXP_BFLOAT16] = all_finite_bf16;
+    k->all_finite[MXP_FLOAT8_E4M3FN] = all_finite_e4m3;
+    k->all_finite[MXP_FLOAT8_E5M2] = all_finite_e5m2;
+    k->unscale_check[MXP_FLOAT32] = unscale_f32;
+    k->unscale_check[MXP_FLOAT16] = unscale_f16;
+    k->unscale_check[MXP_BFLOAT16] = unscale_bf16;
+}

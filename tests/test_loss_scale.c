@@ -1,0 +1,636 @@
+/*
+ * test_loss_scale.c - loss-scale states (DESIGN.md section 7): jmp's trajectories, a model
+ * written here independently for random flag sequences, validity, save/restore round trips
+ * and every malformed case, the data-parallel reduction hook with real threads, select over
+ * buffers and trees, and the tree-level unscale/check.
+ */
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mixprec.h"
+
+static uint64_t rng_state = 0x0DDB1A5E5BAD5EEDull;
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static bool same_state(const mxp_loss_scale *a, const mxp_loss_scale *b)
+{
+    return a->kind == b->kind && memcmp(&a->scale, &b->scale, 4) == 0 && a->counter == b->counter &&
+           a->period == b->period && memcmp(&a->factor, &b->factor, 4) == 0 &&
+           memcmp(&a->min_scale, &b->min_scale, 4) == 0 && memcmp(&a->max_scale, &b->max_scale, 4) == 0;
+}
+
+static void test_constructors(void **state)
+{
+    (void)state;
+    mxp_loss_scale n = mxp_loss_scale_noop();
+    assert_int_equal(n.kind, MXP_LOSS_SCALE_NOOP);
+    assert_true(n.scale == 1.0f);
+    assert_int_equal(mxp_loss_scale_validate(&n), MXP_OK);
+    mxp_loss_scale s = mxp_loss_scale_static(128.0f);
+    assert_int_equal(s.kind, MXP_LOSS_SCALE_STATIC);
+    assert_true(s.scale == 128.0f);
+    assert_true(mxp_loss_scale_is_valid(s));
+    mxp_loss_scale d = mxp_loss_scale_dynamic(32768.0f);
+    assert_int_equal(d.kind, MXP_LOSS_SCALE_DYNAMIC);
+    assert_true(d.scale == 32768.0f);
+    assert_int_equal(d.counter, 0);
+    assert_int_equal(d.period, 2000);
+    assert_true(d.factor == 2.0f && d.min_scale == 1.0f && isinf(d.max_scale) && d.max_scale > 0);
+    assert_true(mxp_loss_scale_is_valid(d));
+    /* NOOP and STATIC never change */
+    for (int i = 0; i < 5000; i++) {
+        mxp_loss_scale n2 = mxp_loss_scale_adjust(n, i % 3 == 0);
+        mxp_loss_scale s2 = mxp_loss_scale_adjust(s, i % 2 == 0);
+        assert_true(same_state(&n2, &n) && same_state(&s2, &s));
+    }
+    assert_false(mxp_loss_scale_at_min(n));
+    assert_false(mxp_loss_scale_at_min(s));
+    /* scale() is loss * scale, in float32 */
+    assert_true(mxp_loss_scale_scale(d, 1.5f) == 49152.0f);
+    assert_true(mxp_loss_scale_scale(n, 0.1f) == 0.1f);
+    assert_true(mxp_loss_scale_scale(s, 0.1f) == 0.1f * 128.0f);
+}
+
+/* jmp: (period, factor) in {(20, 2), (30, 3)}: grows by factor every period finite steps. */
+static void test_growth_trajectory(void **state)
+{
+    (void)state;
+    static const struct {
+        int32_t period;
+        float factor;
+    } cases[] = {{20, 2.0f}, {30, 3.0f}};
+    for (size_t c = 0; c < 2; c++) {
+        mxp_loss_scale s = mxp_loss_scale_dynamic(10.0f);
+        s.period = cases[c].period;
+        s.factor = cases[c].factor;
+        float expect = 10.0f; /* jmp's arithmetic is float32: 10 * 3^k rounds once per growth */
+        for (int step = 1; step <= 600; step++) {
+            s = mxp_loss_scale_adjust(s, true);
+            if (step % cases[c].period == 0) expect = expect * cases[c].factor;
+            assert_int_equal(s.counter, step % cases[c].period);
+            if (step == 100) /* jmp's own check: 10 * factor^(100 // period), exact here */
+                assert_true((double)s.scale == 10.0 * pow((double)cases[c].factor, 100 / cases[c].period));
+            if (expect != s.scale)
+                fail_msg("period %d factor %g step %d: scale %a want %a", cases[c].period,
+                         (double)cases[c].factor, step, (double)s.scale, (double)expect);
+        }
+    }
+}
+
+/* jmp: 100 non-finite steps: scale == max(min, 10 / factor^(i+1)). */
+static void test_shrink_trajectory(void **state)
+{
+    (void)state;
+    static const float mins[] = {1.0f, 0.3125f, 0.37f, 0.0f};
+    static const float factors[] = {2.0f, 4.0f};
+    for (size_t f = 0; f < 2; f++) {
+        for (size_t m = 0; m < 4; m++) {
+            mxp_loss_scale s = mxp_loss_scale_dynamic(10.0f);
+            s.min_scale = mins[m];
+            s.factor = factors[f];
+            s.counter = 7;
+            for (int i = 0; i < 100; i++) {
+                s = mxp_loss_scale_adjust(s, false);
+                double want = 10.0 / pow((double)factors[f], i + 1);
+                if (want < (double)mins[m]) want = (double)mins[m];
+                if (i > 60 && factors[f] == 4.0f && mins[m] == 0.0f) break; /* below float range */
+                if ((double)s.scale != want)
+                    fail_msg("min %g factor %g step %d: scale %a want %a", (double)mins[m],
+                             (double)factors[f], i, (double)s.scale, want);
+                assert_int_equal(s.counter, 0);
+            }
+            assert_true(mins[m] == 0.0f || mxp_loss_scale_at_min(s));
+        }
+    }
+    /* NaN gradients count as non-finite: the caller passes all_finite's answer */
+    float g[2] = {NAN, 1.0f};
+    mxp_loss_scale s = mxp_loss_scale_dynamic(64.0f);
+    s = mxp_loss_scale_adjust(s, mxp_all_finite(g, MXP_FLOAT32, 2));
+    assert_true(s.scale == 32.0f);
+    /* collapse is noticeable */
+    s = mxp_loss_scale_dynamic(4.0f);
+    assert_false(mxp_loss_scale_at_min(s));
+    s = mxp_loss_scale_adjust(s, false);
+    s = mxp_loss_scale_adjust(s, false);
+    assert_true(s.scale == 1.0f && mxp_loss_scale_at_min(s));
+    s = mxp_loss_scale_adjust(s, false);
+    assert_true(s.scale == 1.0f && mxp_loss_scale_at_min(s));
+}
+
+/* Growth refused when scale * factor overflows; max_scale caps growth. */
+static void test_overflow_and_cap(void **state)
+{
+    (void)state;
+    mxp_loss_scale s = mxp_loss_scale_dynamic(FLT_MAX / 1.5f);
+    s.period = 3;
+    for (int i = 0; i < 9; i++) s = mxp_loss_scale_adjust(s, true);
+    assert_true(s.scale == FLT_MAX / 1.5f);
+    assert_int_equal(s.counter, 0);
+    /* exactly representable growth up to FLT_MAX-ish is allowed */
+    s = mxp_loss_scale_dynamic(0x1p126f);
+    s.period = 1;
+    s = mxp_loss_scale_adjust(s, true);
+    assert_true(s.scale == 0x1p127f);
+    s = mxp_loss_scale_adjust(s, true); /* 2^128 = inf: refused */
+    assert_true(s.scale == 0x1p127f);
+    /* the cap */
+    s = mxp_loss_scale_dynamic(80.0f);
+    s.period = 2;
+    s.max_scale = 100.0f;
+    s = mxp_loss_scale_adjust(mxp_loss_scale_adjust(s, true), true);
+    assert_true(s.scale == 100.0f);
+    s = mxp_loss_scale_adjust(mxp_loss_scale_adjust(s, true), true);
+    assert_true(s.scale == 100.0f);
+    assert_int_equal(s.counter, 0);
+    /* a finite cap does not turn an overflowing growth into the cap: the scale stays */
+    s = mxp_loss_scale_dynamic(FLT_MAX);
+    s.period = 1;
+    s.max_scale = FLT_MAX;
+    s = mxp_loss_scale_adjust(s, true);
+    assert_true(s.scale == FLT_MAX);
+}
+
+/* An independent model: counts finite steps with a 64-bit step number, uses doubles for the
+ * comparisons. */
+typedef struct model {
+    float scale;
+    int64_t last_change; /* step number of the last reset */
+} model;
+
+static void model_step(model *m, int64_t step, bool finite, const mxp_loss_scale *cfg)
+{
+    if (!finite) {
+        float down = m->scale / cfg->factor;
+        m->scale = fmaxf(cfg->min_scale, down);
+        m->last_change = step;
+        return;
+    }
+    if (step - m->last_change == cfg->period) {
+        float up = m->scale * cfg->factor;
+        if (!isinf(up)) m->scale = fminf(up, cfg->max_scale);
+        m->last_change = step;
+    }
+}
+
+static void test_random_against_model(void **state)
+{
+    (void)state;
+    for (int trial = 0; trial < 200; trial++) {
+        mxp_loss_scale s = mxp_loss_scale_dynamic((float)(1u << (rnd() % 30)));
+        s.period = 1 + (int32_t)(rnd() % 13);
+        s.factor = (trial % 3 == 0) ? 1.5f : (float)(2 + rnd() % 3);
+        s.min_scale = (trial % 4 == 0) ? 0.0f : (trial % 4 == 1) ? 0.37f : 1.0f;
+        s.max_scale = (trial % 5 == 0) ? 1e9f : INFINITY;
+        if (s.scale > s.max_scale) s.scale = s.max_scale;
+        model m = {s.scale, 0};
+        int p_finite = (int)(rnd() % 100);
+        for (int64_t step = 1; step <= 3000; step++) {
+            bool fin = (int)(rnd() % 100) < p_finite + 50;
+            s = mxp_loss_scale_adjust(s, fin);
+            model_step(&m, step, fin, &s);
+            if (s.scale != m.scale || s.counter != (int32_t)(step - m.last_change))
+                fail_msg("trial %d step %lld: scale %a counter %d, model %a %lld", trial,
+                         (long long)step, (double)s.scale, s.counter, (double)m.scale,
+                         (long long)(step - m.last_change));
+            if (s.scale == 0) break; /* min 0: collapsed to an invalid state */
+        }
+    }
+}
+
+static void test_validity(void **state)
+{
+    (void)state;
+    mxp_loss_scale good = mxp_loss_scale_dynamic(1024.0f);
+    mxp_loss_scale b;
+#define BAD(EXPR, WORD)                                                                         \
+    do {                                                                                        \
+        b = good;                                                                               \
+        EXPR;                                                                                   \
+        assert_false(mxp_loss_scale_is_valid(b));                                               \
+        assert_int_equal(mxp_loss_scale_validate(&b), MXP_EINVAL);                              \
+        if (!strstr(mxp_last_error(), WORD)) fail_msg("'%s' lacks '%s'", mxp_last_error(), WORD); \
+        mxp_loss_scale a = mxp_loss_scale_adjust(b, false);                                     \
+        assert_true(same_state(&a, &b)); /* invalid states are returned unchanged */            \
+        a = mxp_loss_scale_adjust(b, true);                                                     \
+        assert_true(same_state(&a, &b));                                                        \
+    } while (0)
+    BAD(b.period = 0, "period must");
+    BAD(b.period = -5, "period must");
+    BAD(b.factor = 1.0f, "factor must");
+    BAD(b.factor = 0.5f, "factor must");
+    BAD(b.factor = NAN, "factor must");
+    BAD(b.factor = INFINITY, "factor must");
+    BAD(b.min_scale = -1.0f, "min_scale must");
+    BAD(b.min_scale = 2048.0f, "min_scale must");
+    BAD(b.min_scale = NAN, "min_scale must");
+    BAD(b.max_scale = 512.0f, "max_scale must");
+    BAD(b.max_scale = NAN, "max_scale must");
+    BAD(b.scale = INFINITY, "scale must");
+    BAD(b.scale = NAN, "scale must");
+    BAD((b.scale = 0.0f, b.min_scale = 0.0f), "scale must");
+    BAD(b.scale = -3.0f, "scale must");
+    BAD(b.counter = -1, "counter must");
+    BAD(b.counter = 2000, "counter must");
+    BAD(b.kind = (mxp_loss_scale_kind)9, "kind must");
+    good = mxp_loss_scale_noop();
+    BAD(b.scale = 2.0f, "scale must");
+    good = mxp_loss_scale_static(4.0f);
+    BAD(b.scale = 0.0f, "scale must");
+    BAD(b.scale = INFINITY, "scale must");
+#undef BAD
+    assert_int_equal(mxp_loss_scale_validate(NULL), MXP_EINVAL);
+    /* dynamic with initial scale below the default min 1 is invalid (jmp would clamp later) */
+    assert_false(mxp_loss_scale_is_valid(mxp_loss_scale_dynamic(0.5f)));
+    mxp_loss_scale z = mxp_loss_scale_dynamic(0.5f);
+    z.min_scale = 0.0f;
+    assert_true(mxp_loss_scale_is_valid(z));
+}
+
+static float random_float_bits(uint32_t lo, uint32_t hi) /* uniform over bit patterns [lo, hi] */
+{
+    uint32_t u = lo + (uint32_t)(rnd() % ((uint64_t)hi - lo + 1));
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void test_save_restore_roundtrip(void **state)
+{
+    (void)state;
+    char buf[MXP_LOSS_SCALE_TEXT_MAX];
+    mxp_loss_scale fixed[] = {mxp_loss_scale_noop(), mxp_loss_scale_static(0.1f),
+                              mxp_loss_scale_dynamic(32768.0f), mxp_loss_scale_dynamic(FLT_MAX)};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        int len = mxp_loss_scale_save(&fixed[i], buf, sizeof buf);
+        assert_true(len > 0 && (size_t)len < sizeof buf);
+        assert_null(strchr(buf, '\n'));
+        mxp_loss_scale back;
+        memset(&back, 0xAB, sizeof back);
+        if (mxp_loss_scale_restore(buf, &back) != MXP_OK) fail_msg("'%s': %s", buf, mxp_last_error());
+        assert_true(same_state(&back, &fixed[i]));
+    }
+    int len = mxp_loss_scale_save(&fixed[2], buf, sizeof buf);
+    assert_string_equal(buf, "mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=0 period=2000 "
+                             "factor=0x1p+1 min_scale=0x1p+0 max_scale=inf");
+    /* snprintf semantics */
+    char small[10];
+    assert_int_equal(mxp_loss_scale_save(&fixed[2], small, sizeof small), len);
+    assert_int_equal(strlen(small), 9);
+    assert_int_equal(mxp_loss_scale_save(&fixed[2], NULL, 0), len);
+    assert_int_equal(mxp_loss_scale_save(NULL, buf, sizeof buf), -1);
+    /* random valid states, every float bit pattern class (subnormals, huge, max = inf) */
+    for (int t = 0; t < 20000; t++) {
+        mxp_loss_scale s;
+        s.kind = MXP_LOSS_SCALE_DYNAMIC;
+        s.period = 1 + (int32_t)(rnd() % 0x7FFFFFFF);
+        s.counter = (int32_t)(rnd() % (uint64_t)s.period);
+        s.factor = random_float_bits(0x3F800001u, 0x7F7FFFFFu);
+        float a = random_float_bits(1, 0x7F7FFFFFu), b = random_float_bits(1, 0x7F7FFFFFu),
+              c = random_float_bits(0, 0x7F7FFFFFu);
+        float v[3] = {a, b, c};
+        for (int i = 0; i < 3; i++) /* sort */
+            for (int j = i + 1; j < 3; j++)
+                if (v[j] < v[i]) {
+                    float tmp = v[i];
+                    v[i] = v[j];
+                    v[j] = tmp;
+                }
+        s.min_scale = (t % 7 == 0) ? 0.0f : v[0];
+        s.scale = v[1];
+        s.max_scale = (t % 3 == 0) ? INFINITY : v[2];
+        if (t % 11 == 0) {
+            s = mxp_loss_scale_static(v[1]);
+            s.counter = (int32_t)(rnd() % 100);
+        }
+        assert_true(mxp_loss_scale_is_valid(s));
+        len = mxp_loss_scale_save(&s, buf, sizeof buf);
+        assert_true(len > 0 && (size_t)len < sizeof buf);
+        mxp_loss_scale back;
+        if (mxp_loss_scale_restore(buf, &back) != MXP_OK) fail_msg("'%s': %s", buf, mxp_last_error());
+        if (!same_state(&back, &s)) fail_msg("round trip changed '%s'", buf);
+    }
+    /* fields in another order, extra blanks, trailing newline, decimal values */
+    mxp_loss_scale r;
+    assert_int_equal(mxp_loss_scale_restore("  mxp-loss-scale/1\tmax_scale=inf min_scale=0x1p+0 "
+                                            "factor=2 period=2000 counter=5 scale=32768 kind=dynamic\n",
+                                            &r),
+                     MXP_OK);
+    mxp_loss_scale want = mxp_loss_scale_dynamic(32768.0f);
+    want.counter = 5;
+    assert_true(same_state(&r, &want));
+    assert_int_equal(mxp_loss_scale_restore("mxp-loss-scale/1 kind=static scale=0x1.8p-3 counter=0 "
+                                            "period=1 factor=0x1.000002p+0 min_scale=-0x0p+0 "
+                                            "max_scale=0x1.fffffep+127",
+                                            &r),
+                     MXP_OK);
+    assert_true(r.scale == 0.1875f && r.factor == 0x1.000002p+0f && r.max_scale == FLT_MAX);
+    assert_true(signbit(r.min_scale));
+}
+
+static void test_restore_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        mxp_status want;
+        const char *word; /* must appear in the message */
+    } cases[] = {
+        {"", MXP_EPARSE, "empty"},
+        {"   \n", MXP_EPARSE, "empty"},
+        {"kind=dynamic scale=0x1p+15", MXP_EPARSE, "must start with"},
+        {"mxp-loss-scale/2 kind=dynamic", MXP_EPARSE, "must start with"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0",
+         MXP_EPARSE, "field 'max_scale'"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf bogus=1",
+         MXP_EPARSE, "field 'bogus'"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 scale=0x1p+15 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EPARSE, "field 'scale' repeated"},
+        {"mxp-loss-scale/1 kind=dynamical scale=0x1p+15 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EPARSE, "field 'kind'"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1q+15 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EPARSE, "field 'scale'"},
+        {"mxp-loss-scale/1 kind=dynamic scale= counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EPARSE, "field 'scale'"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1.0000001p+0 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EPARSE, "field 'scale'"}, /* not exactly a float32 */
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+200 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EPARSE, "field 'scale'"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=zero period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EPARSE, "field 'counter'"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=0 period=99999999999 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EPARSE, "field 'period'"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=0 period=2000 factor=2x min_scale=0x1p+0 max_scale=inf",
+         MXP_EPARSE, "field 'factor'"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=0 period=2000 factor=0x1p+1 min_scale 0x1p+0 max_scale=inf",
+         MXP_EPARSE, "field 'min_scale'"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=infinite",
+         MXP_EPARSE, "field 'max_scale'"},
+        /* well-formed but invalid states */
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=0 period=0 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EINVAL, "period must"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=2000 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EINVAL, "counter must"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=0 period=2000 factor=0x1p+0 min_scale=0x1p+0 max_scale=inf",
+         MXP_EINVAL, "factor must"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p-1 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EINVAL, "min_scale must"},
+        {"mxp-loss-scale/1 kind=dynamic scale=nan counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EINVAL, "scale must"},
+        {"mxp-loss-scale/1 kind=dynamic scale=inf counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EINVAL, "scale must"},
+        {"mxp-loss-scale/1 kind=dynamic scale=0x1p+15 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=0x1p+10",
+         MXP_EINVAL, "max_scale must"},
+        {"mxp-loss-scale/1 kind=noop scale=0x1p+1 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EINVAL, "scale must"},
+        {"mxp-loss-scale/1 kind=static scale=-0x1p+1 counter=0 period=2000 factor=0x1p+1 min_scale=0x1p+0 max_scale=inf",
+         MXP_EINVAL, "scale must"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mxp_loss_scale out, keep;
+        memset(&out, 0x5A, sizeof out);
+        keep = out;
+        mxp_status st = mxp_loss_scale_restore(cases[i].text, &out);
+        if (st != cases[i].want)
+            fail_msg("'%s': %s, want %s (%s)", cases[i].text, mxp_status_name(st),
+                     mxp_status_name(cases[i].want), mxp_last_error());
+        if (!strstr(mxp_last_error(), cases[i].word))
+            fail_msg("'%s': message '%s' does not name '%s'", cases[i].text, mxp_last_error(),
+                     cases[i].word);
+        assert_memory_equal(&out, &keep, sizeof out); /* untouched */
+    }
+    mxp_loss_scale out;
+    assert_int_equal(mxp_loss_scale_restore(NULL, &out), MXP_EINVAL);
+    assert_int_equal(mxp_loss_scale_restore("mxp-loss-scale/1", NULL), MXP_EINVAL);
+    /* an invalid state can be saved, but not restored */
+    mxp_loss_scale bad = mxp_loss_scale_dynamic(0.25f);
+    char buf[MXP_LOSS_SCALE_TEXT_MAX];
+    mxp_loss_scale_save(&bad, buf, sizeof buf);
+    assert_int_equal(mxp_loss_scale_restore(buf, &out), MXP_EINVAL);
+}
+
+/* ---- data parallel: two worker threads, an allreduce(AND) built on a barrier --------------- */
+
+typedef struct comm {
+    pthread_barrier_t bar;
+    int slots[2];
+    int calls[2];
+} comm;
+
+typedef struct worker {
+    comm *c;
+    int rank;
+    mxp_loss_scale ls;
+    int applied; /* steps whose update was applied */
+    mxp_loss_scale history[64];
+} worker;
+
+static int and_over_workers(int *flag, void *ctx)
+{
+    worker *w = ctx;
+    w->c->slots[w->rank] = *flag;
+    w->c->calls[w->rank]++;
+    pthread_barrier_wait(&w->c->bar);
+    int all = w->c->slots[0] && w->c->slots[1];
+    pthread_barrier_wait(&w->c->bar);
+    *flag = all;
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    for (int step = 0; step < 64; step++) {
+        /* local flags differ: rank 0 overflows on steps divisible by 5, rank 1 on 7 */
+        bool local = w->rank == 0 ? step % 5 != 0 : step % 7 != 0;
+        bool global = false;
+        if (mxp_loss_scale_adjust_reduce(&w->ls, local, and_over_workers, w, &global) != MXP_OK)
+            return NULL;
+        w->applied += global;
+        w->history[step] = w->ls;
+    }
+    return NULL;
+}
+
+static int failing_reduce(int *flag, void *ctx)
+{
+    (void)ctx;
+    *flag = 1;
+    return 42;
+}
+
+static void test_data_parallel(void **state)
+{
+    (void)state;
+    comm c;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(pthread_barrier_init(&c.bar, NULL, 2), 0);
+    worker w[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        memset(&w[r], 0, sizeof w[r]);
+        w[r].c = &c;
+        w[r].rank = r;
+        w[r].ls = mxp_loss_scale_dynamic(1024.0f);
+        w[r].ls.period = 3;
+        assert_int_equal(pthread_create(&th[r], NULL, worker_main, &w[r]), 0);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    pthread_barrier_destroy(&c.bar);
+    assert_int_equal(c.calls[0], 64);
+    assert_int_equal(c.calls[1], 64);
+    assert_int_equal(w[0].applied, w[1].applied);
+    /* the same as one worker adjusting with the AND of both flags */
+    mxp_loss_scale ref = mxp_loss_scale_dynamic(1024.0f);
+    ref.period = 3;
+    int applied = 0;
+    for (int step = 0; step < 64; step++) {
+        bool both = (step % 5 != 0) && (step % 7 != 0);
+        ref = mxp_loss_scale_adjust(ref, both);
+        applied += both;
+        assert_true(same_state(&w[0].history[step], &ref));
+        assert_true(same_state(&w[1].history[step], &ref));
+    }
+    assert_int_equal(w[0].applied, applied);
+    /* a failing callback leaves everything untouched */
+    mxp_loss_scale s = mxp_loss_scale_dynamic(8.0f), keep = s;
+    bool g = true;
+    assert_int_equal(mxp_loss_scale_adjust_reduce(&s, false, failing_reduce, NULL, &g), MXP_EIO);
+    assert_non_null(strstr(mxp_last_error(), "42"));
+    assert_true(same_state(&s, &keep) && g);
+    /* no callback: a single worker */
+    assert_int_equal(mxp_loss_scale_adjust_reduce(&s, false, NULL, NULL, &g), MXP_OK);
+    assert_true(s.scale == 4.0f && !g);
+    assert_int_equal(mxp_loss_scale_adjust_reduce(NULL, false, NULL, NULL, &g), MXP_EINVAL);
+}
+
+/* ---- select ---------------------------------------------------------------------------------- */
+
+static void test_select_buffers(void **state)
+{
+    (void)state;
+    float oldp[5] = {1, 2, 3, 4, 5}, newp[5] = {10, 20, 30, 40, 50}, out[5] = {0};
+    assert_int_equal(mxp_select(true, out, newp, oldp, MXP_FLOAT32, 5), MXP_OK);
+    assert_memory_equal(out, newp, sizeof out);
+    assert_int_equal(mxp_select(false, out, newp, oldp, MXP_FLOAT32, 5), MXP_OK);
+    assert_memory_equal(out, oldp, sizeof out);
+    /* skip-step idiom: params = finite ? new : params */
+    float params[3] = {1, 2, 3}, upd[3] = {7, 8, 9};
+    assert_int_equal(mxp_select(false, params, upd, params, MXP_FLOAT32, 3), MXP_OK);
+    assert_true(params[0] == 1 && params[2] == 3);
+    assert_int_equal(mxp_select(true, params, upd, params, MXP_FLOAT32, 3), MXP_OK);
+    assert_true(params[0] == 7 && params[2] == 9);
+    uint16_t h[2] = {1, 2}, h2[2] = {3, 4};
+    assert_int_equal(mxp_select(true, h, h2, h, MXP_BFLOAT16, 1), MXP_OK); /* n elements only */
+    assert_true(h[0] == 3 && h[1] == 2);
+    assert_int_equal(mxp_select(true, NULL, NULL, NULL, MXP_FLOAT32, 0), MXP_OK);
+    assert_int_equal(mxp_select(true, out, NULL, oldp, MXP_FLOAT32, 5), MXP_EINVAL);
+    assert_int_equal(mxp_select(true, out, newp, oldp, (mxp_dtype)40, 5), MXP_EINVAL);
+    assert_int_equal(mxp_select(true, out, newp, oldp, MXP_FLOAT64, SIZE_MAX / 4), MXP_EINVAL);
+}
+
+static mxp_tree *make_tree(float base, bool with_int)
+{
+    mxp_tree *t = mxp_tree_new();
+    size_t shape[2] = {2, 3};
+    float w[6];
+    for (int i = 0; i < 6; i++) w[i] = base + (float)i;
+    assert_int_equal(mxp_tree_add(t, "dense/kernel", MXP_FLOAT32, 2, shape, w), MXP_OK);
+    uint16_t b[3] = {0x3C00, 0x4000, 0x4200}; /* float16 1, 2, 3 */
+    size_t bs = 3;
+    assert_int_equal(mxp_tree_add(t, "dense/bias", MXP_FLOAT16, 1, &bs, b), MXP_OK);
+    if (with_int) {
+        int32_t step = (int32_t)base;
+        assert_int_equal(mxp_tree_add(t, "step", MXP_INT32, 0, NULL, &step), MXP_OK);
+    }
+    return t;
+}
+
+static void test_trees(void **state)
+{
+    (void)state;
+    mxp_tree *g = make_tree(4.0f, true);
+    assert_true(mxp_tree_all_finite(g));
+    assert_true(mxp_tree_unscale_check(g, 2.0f));
+    const mxp_tensor *k = mxp_tree_get(g, "dense/kernel"), *b = mxp_tree_get(g, "dense/bias"),
+                     *st = mxp_tree_get(g, "step");
+    const float *kw = k->data;
+    assert_true(kw[0] == 2.0f && kw[5] == 4.5f);
+    const uint16_t *bw = b->data;
+    assert_true(bw[0] == 0x3800 && bw[1] == 0x3C00); /* 0.5, 1 */
+    assert_int_equal(*(const int32_t *)st->data, 4); /* integer leaves untouched */
+    ((float *)k->data)[3] = INFINITY;
+    assert_false(mxp_tree_all_finite(g));
+    /* every leaf is processed after a non-finite one */
+    assert_false(mxp_tree_unscale_check(g, 0.5f));
+    assert_true(bw[0] == 0x3C00);
+    assert_true(mxp_tree_all_finite(NULL));
+    assert_true(mxp_tree_unscale_check(NULL, 2.0f));
+
+    /* select */
+    mxp_tree *a = make_tree(100.0f, true), *o = make_tree(0.0f, true);
+    assert_int_equal(mxp_tree_select(true, o, a, g), MXP_OK);
+    assert_memory_equal(mxp_tree_get(o, "dense/kernel")->data, mxp_tree_get(a, "dense/kernel")->data, 24);
+    assert_int_equal(*(const int32_t *)mxp_tree_get(o, "step")->data, 100);
+    assert_int_equal(mxp_tree_select(false, o, a, g), MXP_OK);
+    assert_memory_equal(mxp_tree_get(o, "dense/kernel")->data, k->data, 24);
+    assert_int_equal(mxp_tree_select(false, o, a, o), MXP_OK); /* out is b: nothing moves */
+    /* mismatches: nothing written */
+    mxp_tree *small = make_tree(1.0f, false);
+    assert_int_equal(mxp_tree_select(true, o, small, g), MXP_EINVAL);
+    mxp_tree *other = mxp_tree_new();
+    size_t shape[2] = {3, 2}, bs = 3, one = 1;
+    assert_int_equal(mxp_tree_add(other, "dense/kernel", MXP_FLOAT32, 2, shape, NULL), MXP_OK);
+    assert_int_equal(mxp_tree_add(other, "dense/bias", MXP_FLOAT16, 1, &bs, NULL), MXP_OK);
+    assert_int_equal(mxp_tree_add(other, "step", MXP_INT32, 0, NULL, NULL), MXP_OK);
+    float before[6];
+    memcpy(before, mxp_tree_get(o, "dense/kernel")->data, 24);
+    assert_int_equal(mxp_tree_select(true, o, other, g), MXP_EINVAL);
+    assert_non_null(strstr(mxp_last_error(), "dense/kernel"));
+    assert_memory_equal(before, mxp_tree_get(o, "dense/kernel")->data, 24);
+    mxp_tree *renamed = mxp_tree_new();
+    assert_int_equal(mxp_tree_add(renamed, "dense/kernel", MXP_FLOAT32, 2, (size_t[]){2, 3}, NULL), MXP_OK);
+    assert_int_equal(mxp_tree_add(renamed, "dense/bias", MXP_FLOAT16, 1, &bs, NULL), MXP_OK);
+    assert_int_equal(mxp_tree_add(renamed, "stepp", MXP_INT32, 1, &one, NULL), MXP_OK);
+    assert_int_equal(mxp_tree_select(true, o, renamed, g), MXP_ENOTFOUND);
+    assert_non_null(strstr(mxp_last_error(), "step"));
+    assert_int_equal(mxp_tree_select(true, NULL, a, g), MXP_EINVAL);
+    mxp_tree_free(renamed);
+    mxp_tree_free(other);
+    mxp_tree_free(small);
+    mxp_tree_free(a);
+    mxp_tree_free(o);
+    mxp_tree_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_constructors),
+        cmocka_unit_test(test_growth_trajectory),
+        cmocka_unit_test(test_shrink_trajectory),
+        cmocka_unit_test(test_overflow_and_cap),
+        cmocka_unit_test(test_random_against_model),
+        cmocka_unit_test(test_validity),
+        cmocka_unit_test(test_save_restore_roundtrip),
+        cmocka_unit_test(test_restore_errors),
+        cmocka_unit_test(test_data_parallel),
+        cmocka_unit_test(test_select_buffers),
+        cmocka_unit_test(test_trees),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
