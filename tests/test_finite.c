@@ -76,9 +76,9 @@ static double ref_decode(const tfmt *f, uint64_t bits)
     uint64_t frac = bits % (1ull << f->mant);
     double v;
     if (f->fn && field == (1ull << f->ebits) - 1 && frac == (1ull << f->mant) - 1)
-        v = NAN;
+        v = (double)NAN;
     else if (!f->fn && field == (1ull << f->ebits) - 1)
-        v = frac ? NAN : INFINITY;
+        v = frac ? (double)NAN : (double)INFINITY;
     else if (field == 0)
         v = ldexp((double)frac, 1 - f->bias - f->mant);
     else
@@ -479,7 +479,7 @@ static void test_public_api(void **state)
     assert_int_equal(h[1], 0x4000);
     assert_int_equal(h[2], 0x0002); /* subnormal kept */
     /* every element processed after a non-finite one */
-    double dd[3] = {INFINITY, 8.0, -2.0};
+    double dd[3] = {(double)INFINITY, 8.0, -2.0};
     assert_false(mxp_unscale_check(dd, MXP_FLOAT64, 3, 2.0f));
     assert_true(dd[1] == 4.0 && dd[2] == -1.0);
     /* scale 0 and NaN make everything non-finite */
