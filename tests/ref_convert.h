@@ -170,6 +170,15 @@ static int ref_pair_cmp(const void *a, const void *b)
     return (x->v > y->v) - (x->v < y->v);
 }
 
+static inline void ref_table_free(ref_table *t)
+{
+    free(t->val);
+    free(t->pat);
+    t->val = NULL;
+    t->pat = NULL;
+    t->count = 0;
+}
+
 /* Returns false on allocation failure. Only for 8- and 16-bit formats. */
 static inline bool ref_table_init(ref_table *t, mxp_dtype d)
 {
@@ -191,8 +200,7 @@ static inline bool ref_table_init(ref_table *t, mxp_dtype d)
     t->val = (double *)malloc(n * sizeof *t->val);
     t->pat = (uint64_t *)malloc(n * sizeof *t->pat);
     if (!t->val || !t->pat) {
-        free(t->val);
-        free(t->pat);
+        ref_table_free(t);
         free(pairs);
         return false;
     }
@@ -202,14 +210,6 @@ static inline bool ref_table_init(ref_table *t, mxp_dtype d)
     }
     free(pairs);
     return true;
-}
-
-static inline void ref_table_free(ref_table *t)
-{
-    free(t->val);
-    free(t->pat);
-    t->val = NULL;
-    t->pat = NULL;
 }
 
 /*

@@ -185,7 +185,7 @@ static void test_f32_stochastic_sample(void **state)
     uint64_t checked = 0;
     for (int j = 0; j < NTARGETS; j++) {
         const mxp_dtype d = narrow_targets[j];
-        ref_table t;
+        ref_table t = {0};
         assert_true(ref_table_init(&t, d));
         for (uint64_t start = 0; start < (1ull << 32); start += (uint64_t)n * stride) {
             size_t cnt = 0;
@@ -248,7 +248,7 @@ static void test_small_sources_all_patterns(void **state)
     (void)state;
     const double t0 = now_s();
     const mxp_dtype smalls[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
-    ref_table tables[MXP_FLOAT_DTYPE_COUNT];
+    ref_table tables[MXP_FLOAT_DTYPE_COUNT] = {{0}};
     for (int d = MXP_FLOAT16; d < MXP_FLOAT_DTYPE_COUNT; d++) assert_true(ref_table_init(&tables[d], (mxp_dtype)d));
     uint16_t *in = malloc(((size_t)1 << 16) * sizeof *in);
     assert_non_null(in);
@@ -292,7 +292,7 @@ static void test_f64_midpoints(void **state)
     uint64_t checked = 0;
     for (int j = 0; j < NTARGETS; j++) {
         const mxp_dtype d = narrow_targets[j];
-        ref_table t;
+        ref_table t = {0};
         assert_true(ref_table_init(&t, d));
         /* at each midpoint (including max/beyond), one ulp below and above, both signs */
         const size_t n = (t.count - 1) * 6;
