@@ -67,13 +67,15 @@ set datafile separator ','
 set key autotitle columnhead
 set termoption noenhanced
 set multiplot layout 1,3 title 'train_mlp on Fashion-MNIST, seed $seed'
+runs = 'float32 f16_dynamic f16_noscale mixed_bf16 f16_dyn_p200'
+file(i) = '$out/'.word(runs, i).'.csv'
 set xlabel 'epoch'; set xtics 1; set grid
 set ylabel 'test accuracy'; set key bottom right
-plot for [f in 'float32 f16_dynamic f16_noscale mixed_bf16 f16_dyn_p200'] '$out/'.f.'.csv' using 1:3 with linespoints title f
+plot for [i=1:5] file(i) using 1:3 with linespoints lc i title word(runs, i)
 set ylabel 'training loss'; set key top right
-plot for [f in 'float32 f16_dynamic f16_noscale mixed_bf16 f16_dyn_p200'] '$out/'.f.'.csv' using 1:2 with linespoints title f
-set ylabel 'gradient underflow fraction (float16 runs)'; set logscale y; set key top left
-plot for [f in 'f16_dynamic f16_noscale f16_dyn_p200'] '$out/'.f.'.csv' using 1:6 with linespoints title f
+plot for [i=1:5] file(i) using 1:2 with linespoints lc i title word(runs, i)
+set ylabel 'gradient underflow fraction (float16 runs)'; set logscale y; set format y '%g'; set key top left
+plot for [i in '2 3 5'] file(int(i)) using 1:6 with linespoints lc int(i) title word(runs, int(i))
 unset multiplot
 GP
   then echo "curves: $out/curves.png"
