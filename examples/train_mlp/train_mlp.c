@@ -160,7 +160,7 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (strcmp(name, "--check") == 0) {
             if (!parse_float(val, &f) || f < 0.0f || f > 1.0f)
                 return bad_usage("--check needs an accuracy in [0,1], not '%s'", val);
-            o->check = f;
+            o->check = (double)f;
         } else return bad_usage("unknown option '%s'", a);
     }
     return 0;
@@ -389,7 +389,7 @@ int main(int argc, char **argv)
         acc = evaluate(&m, &test);
         double secs = now_seconds() - t0;
         csv_row *r = &rows_out[epoch - 1];
-        *r = (csv_row){epoch, loss_sum / (double)nsteps, acc, ls.scale,
+        *r = (csv_row){epoch, loss_sum / (double)nsteps, acc, (double)ls.scale,
                        u.total ? (double)u.lost / (double)u.total : 0.0, secs, skipped};
         printf("epoch %d  train_loss %.4f  test_accuracy %.4f  loss_scale %g  skipped %llu  "
                "underflow %.4g  %.1fs\n",
