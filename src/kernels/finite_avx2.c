@@ -16,7 +16,7 @@
  * to the scalar reference (rare: gradients that small are below float32's normal range after
  * unscaling). float16 needs no such test: its values are normal in float32, and a product
  * below 2^-126 rounds to a float16 zero of the same sign whether or not FTZ flushed it.
- *   float32 -> bfloat16, nearest-even on the top half (NaN lanes are replaced afterwards):
+ *   float32 -> bfloat16, nearest-even on the top half (NaN lanes made canonical first):
  *     bits:  S EEEEEEEE MMMMMMM | dddddddd dddddddd
  *            '--- kept (16) ---'  '-- dropped --'
  *     adding 0x7FFF plus the lowest kept bit carries into the kept half exactly when the
@@ -73,19 +73,18 @@ ALL_FINITE_AVX2(all_finite_e5m2, MXP_FLOAT8_E5M2, 1, _mm256_set1_epi8(0x7F), _mm
 /* ---- unscale_check -------------------------------------------------------------------------- */
 
 /* Per-call set-up shared by the float32 and bfloat16 kernels: false -> use the scalar path. */
-static bool fast_setup(float inv, __m256i *thr_m1)
+static bool fast_setup(float inv, uint32_t *thr)
 {
     uint32_t ib;
     memcpy(&ib, &inv, 4);
     uint32_t ie = (ib >> 23) & 0xFF;
     if (ie == 0 || ie == 0xFF || !mxp__unscale_hw_ok()) return false;
-    /* lanes with (|x| - 1) <u (thr - 1), i.e. 0 < |x| < thr, go scalar; the compare is signed
-     * after flipping the top bit. */
-    *thr_m1 = _mm256_set1_epi32((int)((mxp__unscale_tiny_threshold(inv) - 1u) ^ 0x80000000u));
+    *thr = mxp__unscale_tiny_threshold(inv);
     return true;
 }
 
-/* Mask of lanes with 0 < |v| < thr. */
+/* Mask of lanes with 0 < |v| < thr, i.e. (|v| - 1) <u (thr - 1): a signed compare after
+ * flipping the top bit; thr_m1 = (thr - 1) ^ 0x80000000 in every lane. */
 static inline __m256i tiny_lanes(__m256i v, __m256i thr_m1)
 {
     const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1),
@@ -97,8 +96,9 @@ static inline __m256i tiny_lanes(__m256i v, __m256i thr_m1)
 static bool unscale_f32(void *x, size_t n, float inv)
 {
     mxp__unscale_fn scalar = mxp__scalar_kernels()->unscale_check[MXP_FLOAT32];
-    __m256i thr_m1;
-    if (!fast_setup(inv, &thr_m1)) return scalar(x, n, inv);
+    uint32_t thr;
+    if (!fast_setup(inv, &thr)) return scalar(x, n, inv);
+    const __m256i thr_m1 = _mm256_set1_epi32((int)((thr - 1u) ^ 0x80000000u));
     unsigned char *p = x;
     const __m256 vinv = _mm256_set1_ps(inv);
     const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
@@ -128,43 +128,48 @@ static bool unscale_f32(void *x, size_t n, float inv)
     return ok;
 }
 
-/* float32 bits -> bfloat16 in the low half of each 32-bit lane, nearest-even, canonical NaN. */
-static inline __m256i round_bf16(__m256i y)
+/* float32 bits -> bfloat16 in the low half of each 32-bit lane, nearest-even, canonical NaN.
+ * y is a product, so a NaN lane is quiet: y & 0xFFC00000 is sign | 0x7FC00000, which the
+ * rounding below turns into sign | 0x7FC0 (the carry from 0x7FFF cannot reach bit 22). */
+static inline __m256i round_bf16(__m256 yf)
 {
-    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+    __m256i nan_low = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(yf, yf, _CMP_UNORD_Q)),
+                                       _mm256_set1_epi32(0x003FFFFF));
+    __m256i y = _mm256_andnot_si256(nan_low, _mm256_castps_si256(yf));
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(y, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(y, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), 16);
-    __m256i isnan = _mm256_cmpgt_epi32(_mm256_and_si256(y, abs), inf);
-    __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(_mm256_andnot_si256(abs, y), 16),
-                                   _mm256_set1_epi32(0x7FC0));
-    return _mm256_blendv_epi8(r, qnan, isnan);
+    return _mm256_srli_epi32(_mm256_add_epi32(y, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), 16);
 }
 
 static bool unscale_bf16(void *x, size_t n, float inv)
 {
     mxp__unscale_fn scalar = mxp__scalar_kernels()->unscale_check[MXP_BFLOAT16];
-    __m256i thr_m1;
-    if (!fast_setup(inv, &thr_m1)) return scalar(x, n, inv);
+    uint32_t thr;
+    if (!fast_setup(inv, &thr)) return scalar(x, n, inv);
+    /* tiny lanes straight on the 16-bit values: 0 < |b| << 16 < thr  <=>  0 <= |b| - 1 <= t16,
+     * t16 = ((thr - 1) >> 16) - 1 (thr >= 0x00800000, so t16 >= 0x7E) */
+    const __m256i t16 = _mm256_set1_epi16((short)(((thr - 1u) >> 16) - 1u));
     unsigned char *p = x;
     const __m256 vinv = _mm256_set1_ps(inv);
-    const __m256i zero = _mm256_setzero_si256(), abs16 = _mm256_set1_epi16(0x7FFF);
+    const __m256i zero = _mm256_setzero_si256(), abs16 = _mm256_set1_epi16(0x7FFF),
+                  one16 = _mm256_set1_epi16(1);
     __m256i acc = zero;
     bool ok = true;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         unsigned char *q = p + 2 * i;
         __m256i v = _mm256_loadu_si256((const __m256i *)q);
-        /* bfloat16 is the top half of float32: interleave zeros below (in-lane order,
-         * undone by the in-lane pack below) */
-        __m256i lo = _mm256_unpacklo_epi16(zero, v), hi = _mm256_unpackhi_epi16(zero, v);
-        __m256i t = _mm256_or_si256(tiny_lanes(lo, thr_m1), tiny_lanes(hi, thr_m1));
+        __m256i a = _mm256_sub_epi16(_mm256_and_si256(v, abs16), one16);
+        __m256i t = _mm256_cmpeq_epi16(_mm256_min_epu16(a, t16), a);
         if (!_mm256_testz_si256(t, t)) {
             ok &= scalar(q, 16, inv);
             continue;
         }
-        __m256i ylo = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(lo), vinv));
-        __m256i yhi = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(hi), vinv));
-        __m256i out = _mm256_packus_epi32(round_bf16(ylo), round_bf16(yhi));
+        /* bfloat16 is the top half of float32: interleave zeros below (in-lane order,
+         * undone by the in-lane pack below) */
+        __m256 lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
+        __m256 hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
+        __m256i out = _mm256_packus_epi32(round_bf16(_mm256_mul_ps(lo, vinv)),
+                                          round_bf16(_mm256_mul_ps(hi, vinv)));
         _mm256_storeu_si256((__m256i *)q, out);
         acc = _mm256_max_epu16(acc, _mm256_and_si256(out, abs16));
     }
