@@ -7,8 +7,8 @@
  * map therefore remembers, per path, *which* entry decided (an entry index, "the default" or
  * "ambiguous") in a small hash table guarded by a mutex. Storing the decision rather than the
  * policy means a change of the global default never makes the cache stale; set/remove/apply
- * empty it. Whole-path matching uses regexec's leftmost-longest match (POSIX): a key matches
- * the whole path exactly when the match found starts at 0 and ends at strlen(path).
+ * empty it. Whole-path matching: each key K is compiled once as "^(K)$" (REG_NOSUB), see
+ * entry_new.
  */
 #include <ctype.h>
 #include <pthread.h>
@@ -131,19 +131,125 @@ static long find_exact(const mxp_policy_map *m, const char *key)
     return -1;
 }
 
-/* A new entry with its regex compiled; *out untouched on failure. */
+/*
+ * Keys are POSIX EREs, minus the constructs POSIX leaves undefined or that make glibc's regcomp
+ * or regexec blow up, rejected here with a message naming the key:
+ *  - back-references (\1..\9: not part of POSIX EREs; exponential to match);
+ *  - a duplication symbol right after another ("a**", "a+{2}": undefined in POSIX; "T+++..."
+ *    makes regcomp exponential);
+ *  - an unmatched ')' (undefined in POSIX EREs; it would also break the anchoring below);
+ *  - intervals whose bounds exceed 255 (RE_DUP_MAX's POSIX minimum) or whose bounds multiply
+ *    past 1000 over the key (nested intervals are expanded by copying).
+ * Returns NULL when the key passes, else a static explanation.
+ */
+static const char *ere_subset_problem(const char *k)
+{
+    bool prev_dup = false;
+    int depth = 0;
+    unsigned long product = 1;
+    for (size_t i = 0; k[i];) {
+        char c = k[i];
+        if (c == '\\') {
+            if (!k[i + 1]) return NULL; /* trailing backslash: regcomp explains */
+            if (k[i + 1] >= '1' && k[i + 1] <= '9') return "back-references are not supported";
+            i += 2;
+            prev_dup = false;
+            continue;
+        }
+        if (c == '[') { /* bracket expression: skip to its closing ']' */
+            size_t j = i + 1;
+            if (k[j] == '^') j++;
+            if (k[j] == ']') j++;
+            while (k[j] && k[j] != ']') {
+                if (k[j] == '[' && (k[j + 1] == ':' || k[j + 1] == '.' || k[j + 1] == '=')) {
+                    char d = k[j + 1];
+                    const char *end = NULL;
+                    for (const char *q = k + j + 2; *q; q++)
+                        if (q[0] == d && q[1] == ']') {
+                            end = q;
+                            break;
+                        }
+                    if (!end) return NULL; /* malformed: regcomp explains */
+                    j = (size_t)(end - k) + 2;
+                } else {
+                    j++;
+                }
+            }
+            if (!k[j]) return NULL; /* unterminated: regcomp explains */
+            i = j + 1;
+            prev_dup = false;
+            continue;
+        }
+        if (c == '*' || c == '+' || c == '?') {
+            if (prev_dup) return "a repetition operator directly follows another (undefined in POSIX EREs)";
+            prev_dup = true;
+            i++;
+            continue;
+        }
+        if (c == '{') {
+            size_t j = i + 1;
+            unsigned long lo = 0, hi = 0;
+            bool digits = false, comma = false, hi_digits = false;
+            while (k[j] >= '0' && k[j] <= '9') {
+                lo = lo < 100000 ? lo * 10 + (unsigned long)(k[j] - '0') : lo;
+                digits = true;
+                j++;
+            }
+            if (k[j] == ',') {
+                comma = true;
+                j++;
+                while (k[j] >= '0' && k[j] <= '9') {
+                    hi = hi < 100000 ? hi * 10 + (unsigned long)(k[j] - '0') : hi;
+                    hi_digits = true;
+                    j++;
+                }
+            }
+            if (digits && k[j] == '}') { /* an interval */
+                if (prev_dup) return "a repetition operator directly follows another (undefined in POSIX EREs)";
+                unsigned long top = !comma ? lo : hi_digits ? hi : lo + 1;
+                if (lo > 255 || (hi_digits && hi > 255)) return "an interval bound exceeds 255";
+                product *= top > 1 ? top : 1;
+                if (product > 1000) return "intervals multiply past 1000 repetitions";
+                prev_dup = true;
+                i = j + 1;
+                continue;
+            }
+        }
+        if (c == '(') depth++;
+        if (c == ')') {
+            if (depth == 0) return "unmatched ')'";
+            depth--;
+        }
+        prev_dup = false;
+        i++;
+    }
+    return NULL;
+}
+
+/*
+ * A new entry with its regex compiled; *out untouched on failure. The key K is compiled as
+ * "^(K)$" with REG_NOSUB: whole-path matching by anchoring (safe because K has balanced
+ * parentheses and no back-references), and glibc can then match with its DFA alone.
+ */
 static mxp_status entry_new(const char *key, const mxp_policy *p, entry **out)
 {
+    const char *problem = ere_subset_problem(key);
+    if (problem) return mxp__fail(MXP_EPARSE, "invalid regex key '%.*s': %s", QUOTE_MAX, key, problem);
     entry *e = calloc(1, sizeof *e);
     size_t len = strlen(key);
     char *k = e ? malloc(len + 1) : NULL;
-    if (!e || !k) {
+    char *anchored = k ? malloc(len + 5) : NULL;
+    if (!e || !k || !anchored) {
         free(e);
         free(k);
         return mxp__fail(MXP_ENOMEM, "policy map: out of memory adding key '%.*s'", QUOTE_MAX, key);
     }
     memcpy(k, key, len + 1);
-    int rc = regcomp(&e->re, key, REG_EXTENDED);
+    memcpy(anchored, "^(", 2);
+    memcpy(anchored + 2, key, len);
+    memcpy(anchored + 2 + len, ")$", 3);
+    int rc = regcomp(&e->re, anchored, REG_EXTENDED | REG_NOSUB);
+    free(anchored);
     if (rc != 0) {
         char why[256];
         regerror(rc, &e->re, why, sizeof why);
@@ -233,14 +339,12 @@ bool mxp_policy_map_equal(const mxp_policy_map *a, const mxp_policy_map *b)
 
 /* ---- lookup ------------------------------------------------------------------------------- */
 
-/* Does entry e's regex match the whole path? 1 yes, 0 no, -1 out of memory. */
-static int full_match(const entry *e, const char *path, size_t len)
+/* Does entry e's (anchored) regex match the whole path? 1 yes, 0 no, -1 out of memory. */
+static int full_match(const entry *e, const char *path)
 {
-    regmatch_t mt[1];
-    int rc = regexec(&e->re, path, 1, mt, 0);
+    int rc = regexec(&e->re, path, 0, NULL, 0);
     if (rc == REG_NOMATCH) return 0;
-    if (rc != 0) return -1;
-    return mt[0].rm_so == 0 && (size_t)mt[0].rm_eo == len;
+    return rc == 0 ? 1 : -1;
 }
 
 /* The decision for path without the cache: entry index, RES_DEFAULT or RES_AMBIGUOUS. */
@@ -251,10 +355,9 @@ static mxp_status resolve(const mxp_policy_map *m, const char *path, long *resul
         *result = ex;
         return MXP_OK;
     }
-    size_t len = strlen(path);
     long found = RES_DEFAULT;
     for (size_t i = 0; i < m->count; i++) {
-        int r = full_match(m->entries[i], path, len);
+        int r = full_match(m->entries[i], path);
         if (r < 0)
             return mxp__fail(MXP_ENOMEM, "policy map: out of memory matching key '%.*s' against '%.*s'",
                              QUOTE_MAX, m->entries[i]->key, QUOTE_MAX, path);
@@ -274,10 +377,10 @@ static mxp_status resolve(const mxp_policy_map *m, const char *path, long *resul
 static mxp_status ambiguous(const mxp_policy_map *m, const char *path)
 {
     char keys[768];
-    size_t n = 0, len = strlen(path), matched = 0;
+    size_t n = 0, matched = 0;
     keys[0] = '\0';
     for (size_t i = 0; i < m->count; i++) {
-        if (full_match(m->entries[i], path, len) != 1) continue;
+        if (full_match(m->entries[i], path) != 1) continue;
         matched++;
         if (n < sizeof keys) {
             int w = snprintf(keys + n, sizeof keys - n, "%s'%s'", matched > 1 ? ", " : "",

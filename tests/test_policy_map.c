@@ -4,9 +4,9 @@
  * cache against a slow independent model under random set/remove/default changes, the text
  * config (round trip, line-numbered errors), and Axon's apply_policy with only/except/predicate.
  *
- * The slow model in this file anchors each key as "^(key)$" and runs regexec on it: a different
- * way to get "whole path" than the library's match offsets, so the two can disagree if either
- * is wrong.
+ * The slow model in this file compiles each key as it is and accepts a path when regexec's
+ * leftmost-longest match spans all of it (offsets 0..strlen): a different way to get "whole
+ * path" than the library's anchoring ("^(key)$"), so the two can disagree if either is wrong.
  */
 #include <pthread.h>
 #include <regex.h>
@@ -102,6 +102,10 @@ static void test_full_match_and_exact_wins(void **state)
     expect_get(m, "conv_1x", "bf16");
     expect_get(m, "conv", "bf16");
     expect_get(m, "conv_1", "float32");
+    /* A key with its own anchors and an escaped paren. */
+    assert_int_equal(mxp_policy_map_set(m, "^head\\(0\\)$", &c), MXP_OK);
+    expect_get(m, "head(0)", "c=bf16,o=f32");
+    expect_get(m, "head(0)x", "float32");
     /* Which key decided. */
     mxp_policy out;
     const char *key = "sentinel";
@@ -155,6 +159,24 @@ static void test_set_remove_errors(void **state)
     assert_non_null(strstr(mxp_last_error(), "'dense_('"));
     assert_int_equal(mxp_policy_map_set(m, "[z-a]", &b), MXP_EPARSE);
     assert_int_equal(mxp_policy_map_set(m, "a{2,1}", &b), MXP_EPARSE);
+    /* Outside the supported ERE subset: back-references, stacked repetitions, a stray ')',
+     * intervals over 255 or multiplying past 1000. Each message quotes the key. */
+    static const char *const unsupported[] = {"(a)\\1", "T+++", "a**", "a+{2}", "a{2}?", "a)|b",
+                                              "x{256}", "((a{1,100}){1,100}){1,10}", "a{0,300}"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
+        if (mxp_policy_map_set(m, unsupported[i], &b) != MXP_EPARSE) fail_msg("'%s' accepted", unsupported[i]);
+        char want[64];
+        snprintf(want, sizeof want, "'%s'", unsupported[i]);
+        assert_non_null(strstr(mxp_last_error(), want));
+    }
+    /* ...while these stay fine: bracket expressions holding the same characters, escapes,
+     * classes, ordinary intervals. */
+    static const char *const fine[] = {"[*+?]+", "a\\*+", "[[:digit:]]{1,3}/[)]", "b{2}c{3,}d{1,5}",
+                                       "(x|y)*z?", "[]a]*", "\\(lit\\)"};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        if (mxp_policy_map_set(m, fine[i], &b) != MXP_OK) fail_msg("'%s': %s", fine[i], mxp_last_error());
+        assert_int_equal(mxp_policy_map_remove(m, fine[i]), MXP_OK);
+    }
     assert_int_equal(mxp_policy_map_set(m, "", &b), MXP_EINVAL);
     assert_int_equal(mxp_policy_map_set(m, NULL, &b), MXP_EINVAL);
     assert_int_equal(mxp_policy_map_set(m, "x", NULL), MXP_EINVAL);
@@ -207,9 +229,7 @@ typedef struct model {
 
 static void model_set(model *md, const char *key, mxp_policy p)
 {
-    char anchored[256];
-    snprintf(anchored, sizeof anchored, "^(%s)$", key);
-    assert_int_equal(regcomp(&md->re[md->n], anchored, REG_EXTENDED | REG_NOSUB), 0);
+    assert_int_equal(regcomp(&md->re[md->n], key, REG_EXTENDED), 0);
     md->keys[md->n] = key;
     md->pols[md->n] = p;
     md->n++;
@@ -235,8 +255,10 @@ static mxp_status model_get(const model *md, const char *path, const mxp_policy 
             return MXP_OK;
         }
     int hits = 0;
+    regmatch_t mt[1];
     for (int i = 0; i < md->n; i++)
-        if (regexec(&md->re[i], path, 0, NULL, 0) == 0) {
+        if (regexec(&md->re[i], path, 1, mt, 0) == 0 && mt[0].rm_so == 0 &&
+            (size_t)mt[0].rm_eo == strlen(path)) {
             hits++;
             *out = md->pols[i];
         }
