@@ -54,14 +54,17 @@ MXP_API mxp_policy_map *mxp_policy_map_new(const mxp_policy *default_policy);
 MXP_API void mxp_policy_map_free(mxp_policy_map *m);
 
 /**
- * Add key -> *p (both copied). The key is compiled as a POSIX extended regex (REG_EXTENDED)
- * now; it is also matched literally as an exact path.
+ * Add key -> *p (both copied). The key is compiled now, once, as a POSIX extended regex
+ * anchored at both ends ("^(key)$", REG_EXTENDED); it is also compared literally as an exact
+ * path. Supported: POSIX EREs without the constructs POSIX leaves undefined or that blow up
+ * glibc's matcher: back-references (\1..\9), a repetition directly after another ("a**",
+ * "T+++", "a+{2}"), an unmatched ')', interval bounds above 255 or multiplying past 1000.
  * @retval MXP_OK      added at the end of the insertion order
  * @retval MXP_EINVAL  NULL map, key or p; empty key; p not a valid policy
  * @retval MXP_EEXIST  the key is already in the map (the message quotes it); use
  *                     mxp_policy_map_remove first to replace it
- * @retval MXP_EPARSE  the key is not a valid ERE (the message quotes the key and regcomp's
- *                     explanation)
+ * @retval MXP_EPARSE  the key is not a valid ERE or is outside the subset above (the message
+ *                     quotes the key and regcomp's explanation or the rule it breaks)
  * @retval MXP_ENOMEM  allocation failed
  * On failure the map is unchanged. Thread-safety: needs exclusive access to m.
  */
