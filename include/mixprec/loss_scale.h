@@ -15,9 +15,9 @@
  *         if (mxp_loss_scale_at_min(ls)) ...                            // scale collapsed: warn
  *     }
  *
- * The state is a plain value (DESIGN.md section 7): copy it, compare it, store it. All
- * functions here are pure or act only on the buffers you pass; none allocates (except the
- * tree wrappers, which allocate nothing either) and all are thread-safe on distinct data.
+ * The state is a plain value (DESIGN.md section 7): copy it, compare it, store it. Every
+ * function here is pure or acts only on the buffers / trees you pass; none allocates, and all
+ * are thread-safe on distinct data.
  */
 #ifndef MIXPREC_LOSS_SCALE_H
 #define MIXPREC_LOSS_SCALE_H

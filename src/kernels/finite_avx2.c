@@ -16,7 +16,7 @@
  * to the scalar reference (rare: gradients that small are below float32's normal range after
  * unscaling). float16 needs no such test: its values are normal in float32, and a product
  * below 2^-126 rounds to a float16 zero of the same sign whether or not FTZ flushed it.
- *   float32 -> bfloat16, nearest-even on the top half (NaN lanes made canonical first):
+ *   float32 -> bfloat16, nearest-even on the top half (blocks with a NaN go scalar):
  *     bits:  S EEEEEEEE MMMMMMM | dddddddd dddddddd
  *            '--- kept (16) ---'  '-- dropped --'
  *     adding 0x7FFF plus the lowest kept bit carries into the kept half exactly when the
@@ -128,14 +128,12 @@ static bool unscale_f32(void *x, size_t n, float inv)
     return ok;
 }
 
-/* float32 bits -> bfloat16 in the low half of each 32-bit lane, nearest-even, canonical NaN.
- * y is a product, so a NaN lane is quiet: y & 0xFFC00000 is sign | 0x7FC00000, which the
- * rounding below turns into sign | 0x7FC0 (the carry from 0x7FFF cannot reach bit 22). */
+/* float32 bits -> bfloat16 in the low half of each 32-bit lane, nearest-even. y is never NaN
+ * here (NaN inputs go to the scalar path; a non-NaN x times a finite nonzero inv is not NaN);
+ * inf and overflow carry into 0x7F80 by themselves. */
 static inline __m256i round_bf16(__m256 yf)
 {
-    __m256i nan_low = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(yf, yf, _CMP_UNORD_Q)),
-                                       _mm256_set1_epi32(0x003FFFFF));
-    __m256i y = _mm256_andnot_si256(nan_low, _mm256_castps_si256(yf));
+    __m256i y = _mm256_castps_si256(yf);
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(y, 16), _mm256_set1_epi32(1));
     return _mm256_srli_epi32(_mm256_add_epi32(y, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), 16);
 }
@@ -145,21 +143,23 @@ static bool unscale_bf16(void *x, size_t n, float inv)
     mxp__unscale_fn scalar = mxp__scalar_kernels()->unscale_check[MXP_BFLOAT16];
     uint32_t thr;
     if (!fast_setup(inv, &thr)) return scalar(x, n, inv);
-    /* tiny lanes straight on the 16-bit values: 0 < |b| << 16 < thr  <=>  0 <= |b| - 1 <= t16,
-     * t16 = ((thr - 1) >> 16) - 1 (thr >= 0x00800000, so t16 >= 0x7E) */
+    /* lanes for the scalar path, tested on the 16-bit values: tiny ones, 0 < |b| << 16 < thr
+     * <=> 0 <= |b| - 1 <= t16 with t16 = ((thr - 1) >> 16) - 1 (thr >= 0x00800000, so
+     * t16 >= 0x7E), and NaNs, |b| > 0x7F80 (rare; the vector path then needs no NaN fix-up) */
     const __m256i t16 = _mm256_set1_epi16((short)(((thr - 1u) >> 16) - 1u));
     unsigned char *p = x;
     const __m256 vinv = _mm256_set1_ps(inv);
     const __m256i zero = _mm256_setzero_si256(), abs16 = _mm256_set1_epi16(0x7FFF),
-                  one16 = _mm256_set1_epi16(1);
+                  one16 = _mm256_set1_epi16(1), inf16 = _mm256_set1_epi16(0x7F80);
     __m256i acc = zero;
     bool ok = true;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         unsigned char *q = p + 2 * i;
         __m256i v = _mm256_loadu_si256((const __m256i *)q);
-        __m256i a = _mm256_sub_epi16(_mm256_and_si256(v, abs16), one16);
-        __m256i t = _mm256_cmpeq_epi16(_mm256_min_epu16(a, t16), a);
+        __m256i b = _mm256_and_si256(v, abs16), a = _mm256_sub_epi16(b, one16);
+        __m256i t = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_min_epu16(a, t16), a),
+                                    _mm256_cmpgt_epi16(b, inf16));
         if (!_mm256_testz_si256(t, t)) {
             ok &= scalar(q, 16, inv);
             continue;

@@ -43,7 +43,6 @@ static const fmt F64 = {52, 1023, 64, 0x7FEFFFFFFFFFFFFFull, 0x7FF0000000000000u
                         0x7FF8000000000000ull};
 static const fmt F32 = {23, 127, 32, 0x7F7FFFFF, 0x7F800000, 0x7FC00000};
 static const fmt F16 = {10, 15, 16, 0x7BFF, 0x7C00, 0x7E00};
-static const fmt BF16 = {7, 127, 16, 0x7F7F, 0x7F80, 0x7FC0};
 static const fmt E4M3 = {3, 7, 8, 0x7E, 0x7F, 0x7F};
 static const fmt E5M2 = {2, 15, 8, 0x7B, 0x7C, 0x7E};
 
@@ -288,8 +287,46 @@ static bool unscale_f32(void *x, size_t n, float inv)
     return bad == 0;
 }
 
-/* Narrow dtypes: widen exactly, float32 product, round into the dtype. */
-#define UNSCALE_NARROW(NAME, T, FMT, NONFINITE)                                                 \
+/*
+ * Narrow dtypes: widen exactly, float32 product, round into the dtype. widen_to_f32 and
+ * narrow_from_f32 are the general (integer) routines; for bfloat16 and float16 the common
+ * cases take bit shortcuts that give the same bits:
+ *   bfloat16 -> float32: b << 16.  float32 -> bfloat16 (not NaN, subnormals and inf included):
+ *     (y + 0x7FFF + lowest kept bit) >> 16 (see finite_avx2.c).
+ *   float16 -> float32 for normal h (exponent field 1..30): move the 15 magnitude bits up 13
+ *     and rebias the exponent by 127 - 15 = 112 (0x38000000 = 112 << 23).
+ *   float32 -> float16 when the result is a normal float16 (2^-14 <= |y| < 65520): the same
+ *     rebias downwards, then round away 13 bits with the 0xFFF + lowest-kept-bit carry.
+ */
+static inline uint32_t widen_bf16(uint16_t v) { return (uint32_t)v << 16; }
+
+static inline uint16_t narrow_bf16(uint32_t y)
+{
+    if ((y & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((y >> 16 & 0x8000u) | 0x7FC0u);
+    return (uint16_t)((y + 0x7FFFu + ((y >> 16) & 1u)) >> 16);
+}
+
+static inline uint32_t widen_f16(uint16_t v)
+{
+    uint32_t e = (v >> 10) & 0x1F;
+    if (e == 0 || e == 31) return widen_to_f32(v, &F16);
+    return ((uint32_t)(v & 0x8000u) << 16) | (((uint32_t)(v & 0x7FFFu) << 13) + 0x38000000u);
+}
+
+static inline uint16_t narrow_f16(uint32_t y)
+{
+    uint32_t a = y & 0x7FFFFFFFu;
+    if (a < 0x38800000u || a >= 0x477FF000u) return (uint16_t)narrow_from_f32(y, &F16);
+    uint32_t m = a - 0x38000000u;
+    return (uint16_t)((y >> 16 & 0x8000u) | ((m + 0xFFFu + ((m >> 13) & 1u)) >> 13));
+}
+
+static inline uint32_t widen_e4m3(uint8_t v) { return widen_to_f32(v, &E4M3); }
+static inline uint8_t narrow_e4m3(uint32_t y) { return (uint8_t)narrow_from_f32(y, &E4M3); }
+static inline uint32_t widen_e5m2(uint8_t v) { return widen_to_f32(v, &E5M2); }
+static inline uint8_t narrow_e5m2(uint32_t y) { return (uint8_t)narrow_from_f32(y, &E5M2); }
+
+#define UNSCALE_NARROW(NAME, T, WIDEN, NARROW, NONFINITE)                                       \
     static bool NAME(void *x, size_t n, float inv)                                               \
     {                                                                                            \
         unsigned char *p = x;                                                                    \
@@ -300,8 +337,7 @@ static bool unscale_f32(void *x, size_t n, float inv)
         for (size_t i = 0; i < n; i++) {                                                         \
             T v;                                                                                 \
             memcpy(&v, p + i * sizeof v, sizeof v);                                              \
-            uint32_t prod = mul_f32(widen_to_f32(v, &FMT), ib, inv, thr, hw);                    \
-            T r = (T)narrow_from_f32(prod, &FMT);                                                \
+            T r = NARROW(mul_f32(WIDEN(v), ib, inv, thr, hw));                                   \
             bad |= (unsigned)(NONFINITE(v) | NONFINITE(r));                                      \
             memcpy(p + i * sizeof v, &r, sizeof r);                                              \
         }                                                                                        \
@@ -313,10 +349,10 @@ static bool unscale_f32(void *x, size_t n, float inv)
 #define NF_E4M3(v) ((v & 0x7Fu) == 0x7Fu)
 #define NF_E5M2(v) ((v & 0x7Cu) == 0x7Cu)
 
-UNSCALE_NARROW(unscale_f16, uint16_t, F16, NF_F16)
-UNSCALE_NARROW(unscale_bf16, uint16_t, BF16, NF_BF16)
-UNSCALE_NARROW(unscale_e4m3, uint8_t, E4M3, NF_E4M3)
-UNSCALE_NARROW(unscale_e5m2, uint8_t, E5M2, NF_E5M2)
+UNSCALE_NARROW(unscale_f16, uint16_t, widen_f16, narrow_f16, NF_F16)
+UNSCALE_NARROW(unscale_bf16, uint16_t, widen_bf16, narrow_bf16, NF_BF16)
+UNSCALE_NARROW(unscale_e4m3, uint8_t, widen_e4m3, narrow_e4m3, NF_E4M3)
+UNSCALE_NARROW(unscale_e5m2, uint8_t, widen_e5m2, narrow_e5m2, NF_E5M2)
 
 static bool unscale_f64(void *x, size_t n, float inv)
 {
