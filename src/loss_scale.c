@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "finite.h"
 #include "kernels.h"
 #include "mixprec/loss_scale.h"
 
@@ -121,8 +122,8 @@ bool mxp_unscale_check(void *x, mxp_dtype dtype, size_t n, float scale)
     if (!mxp_dtype_is_floating(dtype)) return false;
     if (n == 0) return true;
     if (!x) return false;
-    float inv = (float)(1.0 / (double)scale);
-    return mxp__kernels_active()->unscale_check[dtype](x, n, inv);
+    /* inv = (float)(1.0 / (double)scale), computed so that FTZ/DAZ cannot flush it */
+    return mxp__kernels_active()->unscale_check[dtype](x, n, mxp__unscale_inv(scale));
 }
 
 mxp_status mxp_select(bool pred, void *out, const void *a, const void *b, mxp_dtype dtype, size_t n)

@@ -27,6 +27,10 @@
  */
 uint32_t mxp__unscale_tiny_threshold(float inv);
 
+/* (float)(1.0 / (double)scale) as DESIGN.md section 7 defines inv, with the bits of the
+ * default floating-point environment whatever FTZ/DAZ or the rounding direction say. */
+float mxp__unscale_inv(float scale);
+
 /* True when the unscale fast paths may use hardware multiplies: the current rounding mode is
  * round-to-nearest (x86: MXCSR.RC; elsewhere fegetround) and float arithmetic is not evaluated
  * in a wider format (FLT_EVAL_METHOD == 0). */

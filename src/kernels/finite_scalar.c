@@ -186,6 +186,40 @@ static uint64_t mul_f64_exact(uint64_t a, uint32_t invbits)
     return round_pack(sign, lo << lz, false, e + 63 - lz, &F64);
 }
 
+/*
+ * inv = (float)(1.0 / (double)scale), computed on integers so that FTZ/DAZ and the rounding
+ * direction cannot change it. In the default environment the C expression gives the same
+ * bits: for a quotient of two 24-bit integers the double result is never close enough to a
+ * float32 rounding midpoint for the second rounding to differ from a single one.
+ *   scale = m * 2^e (m normalised to 24 bits); 2^50 / m = q + r/m with q in (2^26, 2^27];
+ *   1/scale = (q + r/m) * 2^(-e-50), rounded once by round_pack (r != 0 is the sticky bit).
+ */
+float mxp__unscale_inv(float scale)
+{
+    uint32_t b;
+    memcpy(&b, &scale, 4);
+    uint64_t sign, m = 0;
+    int e = 0;
+    uint32_t r;
+    switch (decode(b, &F32, &sign, &m, &e)) {
+    case C_NAN: r = b | 0x00400000u; break;
+    case C_ZERO: r = (uint32_t)(sign << 31) | 0x7F800000u; break;
+    case C_INF: r = (uint32_t)(sign << 31); break;
+    default: {
+        while (!(m & 0x800000u)) { /* subnormal scale: normalise */
+            m <<= 1;
+            e--;
+        }
+        uint64_t q = (1ull << 50) / m, rem = (1ull << 50) % m;
+        int lz = clz64(q);
+        r = (uint32_t)round_pack(sign, q << lz, rem != 0, -e - 50 + 63 - lz, &F32);
+    }
+    }
+    float inv;
+    memcpy(&inv, &r, 4);
+    return inv;
+}
+
 /* ---- environment checks (finite.h) ------------------------------------------------------- */
 
 bool mxp__unscale_hw_ok(void)
