@@ -103,8 +103,8 @@ static inline double ref_decode(mxp_dtype d, uint64_t bits)
     const uint64_t expf = (bits >> f.mbits) & ((1ull << f.ebits) - 1u);
     const uint64_t expmax = (1ull << f.ebits) - 1u;
     double v;
-    if (ref_is_nan_bits(d, bits)) v = NAN;
-    else if (!f.fn && expf == expmax) v = INFINITY;
+    if (ref_is_nan_bits(d, bits)) v = (double)NAN;
+    else if (!f.fn && expf == expmax) v = HUGE_VAL;
     else if (expf == 0) v = ldexp((double)frac, 1 - ref_bias(f) - f.mbits);
     else v = ldexp((double)(frac + (1ull << f.mbits)), (int)expf - ref_bias(f) - f.mbits);
     return neg ? -v : v;
@@ -232,7 +232,7 @@ static inline bool ref_neighbours(const ref_table *t, mxp_dtype d, double x, ref
         uint32_t pc, ph;
         memcpy(&pc, &c, 4);
         memcpy(&ph, &h, 4);
-        nb->lo = c;
+        nb->lo = (double)c;
         nb->hi = isinf(h) ? beyond : (double)h;
         nb->plo = pc;
         nb->phi = ph;

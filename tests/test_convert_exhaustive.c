@@ -301,7 +301,7 @@ static void test_f64_midpoints(void **state)
         size_t c = 0;
         for (size_t k = 1; k < t.count; k++) {
             const double mid = t.val[k - 1] + (t.val[k] - t.val[k - 1]) / 2;
-            const double v[3] = {nextafter(mid, 0.0), mid, nextafter(mid, INFINITY)};
+            const double v[3] = {nextafter(mid, 0.0), mid, nextafter(mid, HUGE_VAL)};
             for (int q = 0; q < 3; q++) {
                 x[c++] = v[q];
                 x[c++] = -v[q];
@@ -323,7 +323,7 @@ static void test_f64_midpoints(void **state)
         hi = nextafterf(lo, INFINITY);
         const double mid = isinf(hi) ? (double)lo + ((ldexp(1.0, 128) - (double)lo) / 2)
                                      : (double)lo + (((double)hi - (double)lo) / 2);
-        const double v[3] = {nextafter(mid, 0.0), mid, nextafter(mid, INFINITY)};
+        const double v[3] = {nextafter(mid, 0.0), mid, nextafter(mid, HUGE_VAL)};
         for (int q = 0; q < 3; q++) {
             x[c++] = v[q];
             x[c++] = -v[q];
@@ -369,7 +369,7 @@ static void test_f64_boundaries(void **state)
                                   DBL_MAX,
                                   DBL_TRUE_MIN,
                                   DBL_MIN,
-                                  INFINITY};
+                                  HUGE_VAL};
         const size_t na = sizeof anchors / sizeof anchors[0];
         const int steps = 40;
         double *x = malloc(na * (size_t)(2 * steps + 1) * 2 * sizeof *x);
@@ -383,7 +383,7 @@ static void test_f64_boundaries(void **state)
                 x[c++] = v;
                 x[c++] = -v;
                 if (isinf(v)) break;
-                v = nextafter(v, INFINITY);
+                v = nextafter(v, HUGE_VAL);
             }
         }
         /* d == float64 (identity) checks saturate's inf -> max and exact copies */
