@@ -28,6 +28,7 @@ typedef struct entry {
     char *key;
     mxp_policy policy;
     regex_t re;
+    size_t prefix_len; /* every whole-path match starts with key[0..prefix_len) (see literal_prefix) */
 } entry;
 
 typedef struct cache_slot {
@@ -227,6 +228,48 @@ static const char *ere_subset_problem(const char *k)
 }
 
 /*
+ * Length of the literal text every match of key must start with, for a cheap pre-check before
+ * regexec: the leading characters up to the first ERE special character, minus the last one if
+ * a repetition operator follows it ("dense_?" only promises "dense"); 0 when the key has an
+ * alternation '|' outside parentheses ("ab|cd" promises nothing). Brackets and escapes are
+ * skipped when looking for '|'.
+ */
+static size_t literal_prefix(const char *k)
+{
+    size_t n = strcspn(k, "\\.[]()*+?{}|^$");
+    if (n > 0 && (k[n] == '*' || k[n] == '?' || k[n] == '{' || k[n] == '+')) n--;
+    int depth = 0;
+    for (size_t i = 0; k[i]; i++) {
+        if (k[i] == '\\') {
+            if (!k[i + 1]) break;
+            i++;
+        } else if (k[i] == '[') {
+            size_t j = i + 1;
+            if (k[j] == '^') j++;
+            if (k[j] == ']') j++;
+            while (k[j] && k[j] != ']') {
+                if (k[j] == '[' && (k[j + 1] == ':' || k[j + 1] == '.' || k[j + 1] == '=')) {
+                    const char *end = strstr(k + j + 2, (char[]){k[j + 1], ']', '\0'});
+                    if (!end) return 0;
+                    j = (size_t)(end - k) + 2;
+                } else {
+                    j++;
+                }
+            }
+            if (!k[j]) return 0;
+            i = j;
+        } else if (k[i] == '(') {
+            depth++;
+        } else if (k[i] == ')') {
+            depth--;
+        } else if (k[i] == '|' && depth == 0) {
+            return 0;
+        }
+    }
+    return n;
+}
+
+/*
  * A new entry with its regex compiled; *out untouched on failure. The key K is compiled as
  * "^(K)$" with REG_NOSUB: whole-path matching by anchoring (safe because K has balanced
  * parentheses and no back-references), and glibc can then match with its DFA alone.
@@ -261,6 +304,7 @@ static mxp_status entry_new(const char *key, const mxp_policy *p, entry **out)
     }
     e->key = k;
     e->policy = *p;
+    e->prefix_len = literal_prefix(k);
     *out = e;
     return MXP_OK;
 }
@@ -342,6 +386,7 @@ bool mxp_policy_map_equal(const mxp_policy_map *a, const mxp_policy_map *b)
 /* Does entry e's (anchored) regex match the whole path? 1 yes, 0 no, -1 out of memory. */
 static int full_match(const entry *e, const char *path)
 {
+    if (e->prefix_len && strncmp(path, e->key, e->prefix_len) != 0) return 0;
     int rc = regexec(&e->re, path, 0, NULL, 0);
     if (rc == REG_NOMATCH) return 0;
     return rc == 0 ? 1 : -1;

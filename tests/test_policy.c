@@ -77,6 +77,19 @@ static const struct {
 };
 #define NSPELL (sizeof spellings / sizeof spellings[0])
 
+/* Runs first, with no setup: the process starts with an all-float32 default and the CPU backend. */
+static void test_initial_globals(void **state)
+{
+    (void)state;
+    mxp_policy d = mxp_default_policy();
+    assert_int_equal(d.param, MXP_FLOAT32);
+    assert_int_equal(d.compute, MXP_FLOAT32);
+    assert_int_equal(d.output, MXP_FLOAT32);
+    assert_int_equal(d.quant, MXP_QUANT_NONE);
+    assert_int_equal(d.amax_history_len, 0);
+    assert_int_equal(mxp_get_backend(), MXP_BACKEND_CPU);
+}
+
 /* jmp policy_test.py: a single dtype sets all three. */
 static void test_single_dtype(void **state)
 {
@@ -533,20 +546,31 @@ static void test_policy_casts(void **state)
     mxp_tree_free(model);
 }
 
+/* Every test starts from the initial global state (a failed test may leave it changed). */
+static int reset_globals(void **state)
+{
+    (void)state;
+    const mxp_policy f32 = {MXP_FLOAT32, MXP_FLOAT32, MXP_FLOAT32, MXP_QUANT_NONE, 0};
+    mxp_set_default_policy(&f32);
+    mxp_set_backend(MXP_BACKEND_CPU);
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_single_dtype),
-        cmocka_unit_test(test_jmp_key_value),
-        cmocka_unit_test(test_keras_presets_and_quantized),
-        cmocka_unit_test(test_half_follows_backend),
-        cmocka_unit_test(test_parse_errors),
-        cmocka_unit_test(test_format_round_trip_all),
-        cmocka_unit_test(test_format_snprintf_semantics),
-        cmocka_unit_test(test_equal_and_names),
-        cmocka_unit_test(test_default_policy),
-        cmocka_unit_test(test_default_policy_threads),
-        cmocka_unit_test(test_policy_casts),
+        cmocka_unit_test(test_initial_globals),
+        cmocka_unit_test_setup(test_single_dtype, reset_globals),
+        cmocka_unit_test_setup(test_jmp_key_value, reset_globals),
+        cmocka_unit_test_setup(test_keras_presets_and_quantized, reset_globals),
+        cmocka_unit_test_setup(test_half_follows_backend, reset_globals),
+        cmocka_unit_test_setup(test_parse_errors, reset_globals),
+        cmocka_unit_test_setup(test_format_round_trip_all, reset_globals),
+        cmocka_unit_test_setup(test_format_snprintf_semantics, reset_globals),
+        cmocka_unit_test_setup(test_equal_and_names, reset_globals),
+        cmocka_unit_test_setup(test_default_policy, reset_globals),
+        cmocka_unit_test_setup(test_default_policy_threads, reset_globals),
+        cmocka_unit_test_setup(test_policy_casts, reset_globals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -221,9 +221,9 @@ static void test_set_remove_errors(void **state)
 /* ---- cache vs a slow independent model ---------------------------------------------------- */
 
 typedef struct model {
-    const char *keys[32];
-    mxp_policy pols[32];
-    regex_t re[32];
+    const char *keys[64];
+    mxp_policy pols[64];
+    regex_t re[64];
     int n;
 } model;
 
@@ -271,12 +271,16 @@ static const char *const key_pool[] = {
     "dense_0",        "dense_[0-9]+",          "dense_.*",         "block_[0-9]/attention/.*",
     ".*/kernel",      "block_1/attention/query", "attention/query", "(dense|conv)_1",
     "[a-z]+_2/.*",    "layer.*",               "conv_1",           "block_2/attention/key",
+    /* keys whose literal prefix is shorter than it looks (the pre-check must not over-reach) */
+    "dense_?1",       "dens(e|a)_0",           "x|dense_1",        "la{1,2}yer_3/kernel",
+    "conv_1+x?",
 };
 static const char *const path_pool[] = {
     "dense_0",       "dense_1",       "dense_12",        "block_1/attention/query",
     "block_1/attention/query_norm", "block_2/attention/key", "x/kernel", "conv_1",
     "layer_3/kernel", "attention/query", "attention/query_norm", "dense_",
-    "conv_2/kernel", "unmatched",
+    "conv_2/kernel", "unmatched",   "dense1",          "densa_0",
+    "laayer_3/kernel", "x",         "conv_11x",        "conv_",
 };
 #define NKEYS (sizeof key_pool / sizeof key_pool[0])
 #define NPATHS (sizeof path_pool / sizeof path_pool[0])
@@ -706,21 +710,31 @@ static void test_apply_errors_leave_map_unchanged(void **state)
     mxp_policy_map_free(m);
 }
 
+/* Every test starts from the initial global state (a failed test may leave it changed). */
+static int reset_globals(void **state)
+{
+    (void)state;
+    const mxp_policy f32 = {MXP_FLOAT32, MXP_FLOAT32, MXP_FLOAT32, MXP_QUANT_NONE, 0};
+    mxp_set_default_policy(&f32);
+    mxp_set_backend(MXP_BACKEND_CPU);
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keras_example),
-        cmocka_unit_test(test_full_match_and_exact_wins),
-        cmocka_unit_test(test_ambiguous),
-        cmocka_unit_test(test_set_remove_errors),
-        cmocka_unit_test(test_cache_matches_slow_model),
-        cmocka_unit_test(test_concurrent_get),
-        cmocka_unit_test(test_config_parse),
-        cmocka_unit_test(test_config_errors),
-        cmocka_unit_test(test_config_round_trip),
-        cmocka_unit_test(test_apply_except),
-        cmocka_unit_test(test_apply_only_pred_replace),
-        cmocka_unit_test(test_apply_errors_leave_map_unchanged),
+        cmocka_unit_test_setup(test_keras_example, reset_globals),
+        cmocka_unit_test_setup(test_full_match_and_exact_wins, reset_globals),
+        cmocka_unit_test_setup(test_ambiguous, reset_globals),
+        cmocka_unit_test_setup(test_set_remove_errors, reset_globals),
+        cmocka_unit_test_setup(test_cache_matches_slow_model, reset_globals),
+        cmocka_unit_test_setup(test_concurrent_get, reset_globals),
+        cmocka_unit_test_setup(test_config_parse, reset_globals),
+        cmocka_unit_test_setup(test_config_errors, reset_globals),
+        cmocka_unit_test_setup(test_config_round_trip, reset_globals),
+        cmocka_unit_test_setup(test_apply_except, reset_globals),
+        cmocka_unit_test_setup(test_apply_only_pred_replace, reset_globals),
+        cmocka_unit_test_setup(test_apply_errors_leave_map_unchanged, reset_globals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
