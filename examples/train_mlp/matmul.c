@@ -10,6 +10,8 @@
 #include "matmul.h"
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 enum { KBLOCK = 64, MAX_THREADS = 64 };
@@ -76,7 +78,7 @@ static void weight_grad_rows(float *restrict dw, const float *restrict x, const 
     }
 }
 
-/* ---- threads ------------------------------------------------------------------------------- */
+/* ---- threads: a small pool started once, so a training step creates no threads ---------- */
 typedef struct job {
     int kind; /* 0 forward, 1 weight grad */
     float *out;
@@ -90,39 +92,90 @@ static void run_job(const job *j)
     else weight_grad_rows(j->out, j->a, j->b, j->r0, j->r1, j->m, j->k, j->n);
 }
 
-static void *job_thread(void *arg)
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    pthread_t tid[MAX_THREADS];
+    int nworkers;           /* threads besides the caller */
+    job jobs[MAX_THREADS];  /* jobs[0] is the caller's, jobs[i] worker i-1's */
+    int njobs, pending;     /* jobs this round; worker jobs not finished yet */
+    unsigned long round;    /* bumped for every batch of jobs */
+    bool quit;
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,
+            .done = PTHREAD_COND_INITIALIZER};
+
+static void *worker(void *arg)
 {
-    run_job(arg);
+    const int me = (int)(intptr_t)arg + 1; /* my job index */
+    unsigned long seen = 0;
+    pthread_mutex_lock(&pool.mu);
+    for (;;) {
+        while (pool.round == seen && !pool.quit) pthread_cond_wait(&pool.work, &pool.mu);
+        if (pool.quit) break;
+        seen = pool.round;
+        if (me >= pool.njobs) continue; /* nothing for me this round */
+        job j = pool.jobs[me];
+        pthread_mutex_unlock(&pool.mu);
+        run_job(&j);
+        pthread_mutex_lock(&pool.mu);
+        if (--pool.pending == 0) pthread_cond_signal(&pool.done);
+    }
+    pthread_mutex_unlock(&pool.mu);
     return NULL;
 }
 
-/* Split rows [0, rows) into `threads` contiguous parts (multiples of 4 where possible). */
+int matmul_threads_start(int threads)
+{
+    matmul_threads_stop();
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    pool.quit = false;
+    for (int i = 0; i < threads - 1; i++) {
+        if (pthread_create(&pool.tid[i], NULL, worker, (void *)(intptr_t)i) != 0) break;
+        pool.nworkers++;
+    }
+    return pool.nworkers + 1;
+}
+
+void matmul_threads_stop(void)
+{
+    pthread_mutex_lock(&pool.mu);
+    pool.quit = true;
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.mu);
+    for (int i = 0; i < pool.nworkers; i++) pthread_join(pool.tid[i], NULL);
+    pool.nworkers = 0;
+}
+
+/* Split rows [0, rows) into contiguous parts (multiples of 4 rows), one per thread. The parts
+ * only decide who computes which output rows, never the order of any sum. */
 static void split(job base, size_t rows, int threads, size_t work_per_row)
 {
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads > pool.nworkers + 1) threads = pool.nworkers + 1;
     if (threads < 2 || rows < 8 || rows * work_per_row < 65536) {
         base.r0 = 0;
         base.r1 = rows;
         run_job(&base);
         return;
     }
-    job jobs[MAX_THREADS];
-    pthread_t tid[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
     size_t per = (rows + (size_t)threads - 1) / (size_t)threads;
     per = (per + 3) / 4 * 4;
+    pthread_mutex_lock(&pool.mu);
     int t = 0;
     for (size_t r = 0; r < rows; r += per, t++) {
-        jobs[t] = base;
-        jobs[t].r0 = r;
-        jobs[t].r1 = r + per < rows ? r + per : rows;
+        pool.jobs[t] = base;
+        pool.jobs[t].r0 = r;
+        pool.jobs[t].r1 = r + per < rows ? r + per : rows;
     }
-    for (int i = 1; i < t; i++) started[i] = pthread_create(&tid[i], NULL, job_thread, &jobs[i]) == 0;
-    run_job(&jobs[0]);
-    for (int i = 1; i < t; i++) {
-        if (started[i]) pthread_join(tid[i], NULL);
-        else run_job(&jobs[i]); /* could not start a thread: same result, just slower */
-    }
+    pool.njobs = t;
+    pool.pending = t - 1;
+    pool.round++;
+    pthread_cond_broadcast(&pool.work);
+    job mine = pool.jobs[0];
+    pthread_mutex_unlock(&pool.mu);
+    run_job(&mine);
+    pthread_mutex_lock(&pool.mu);
+    while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.mu);
+    pthread_mutex_unlock(&pool.mu);
 }
 
 void matmul_forward(float *y, const float *x, const float *w, const float *bias, size_t m,

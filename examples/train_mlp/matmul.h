@@ -6,9 +6,11 @@
  * float32: the arithmetic of a tensor core. The caller rounds the results into the compute
  * dtype with mxp_convert.
  *
- * Threads: each call splits its OUTPUT over up to `threads` pthreads, and every output element
- * is summed in the same order whatever the split, so results are bit-identical for any thread
- * count (and the same seed).
+ * Threads: matmul_threads_start(T) starts T-1 worker threads once; each product then splits
+ * its OUTPUT rows over up to `threads` of them (the caller included). Every output element is
+ * summed in the same order whatever the split, so results are bit-identical for any thread
+ * count. Without a started pool everything runs on the calling thread. The pool is global: one
+ * model (one caller) at a time.
  */
 #ifndef TRAIN_MLP_MATMUL_H
 #define TRAIN_MLP_MATMUL_H
@@ -22,6 +24,12 @@ void matmul_forward(float *y, const float *x, const float *w, const float *bias,
 /* dw[k,n] = x[m,k]^T . dy[m,n]   (the weight gradient). Split over the k rows of dw. */
 void matmul_weight_grad(float *dw, const float *x, const float *dy, size_t m, size_t k, size_t n,
                         int threads);
+
+/* Start the pool with `threads` threads in all (stopping a previous one); returns how many it
+ * got (1 when threads <= 1 or no thread could be created). */
+int matmul_threads_start(int threads);
+/* Stop and join the workers (safe to call when none run). */
+void matmul_threads_stop(void);
 
 /* dst[c,r] = src[r,c] (used to turn w[k,n] into w^T[n,k] so dx = dy . w^T is a forward product). */
 void transpose(float *dst, const float *src, size_t r, size_t c);

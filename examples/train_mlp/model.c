@@ -155,7 +155,7 @@ int model_init(model *m, const mxp_policy_map *map, size_t batch, uint64_t seed,
 {
     memset(m, 0, sizeof *m);
     m->batch = batch;
-    m->threads = threads;
+    m->threads = threads > 1 ? matmul_threads_start(threads) : 1;
     const size_t B = batch;
     bool ok = true;
 
@@ -276,6 +276,7 @@ int model_init(model *m, const mxp_policy_map *map, size_t batch, uint64_t seed,
 void model_free(model *m)
 {
     if (!m) return;
+    if (m->threads > 1) matmul_threads_stop();
     for (size_t i = 0; i < m->nallocs; i++) free(m->allocs[i]);
     free(m->allocs);
     memset(m, 0, sizeof *m);
