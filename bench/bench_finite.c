@@ -3,9 +3,12 @@
  * available ISA path, n = 2^12 .. 2^26 elements, one thread.
  *
  * Reported per row: median ns/element, GB/s (bytes read for all_finite; bytes read + written
- * for unscale_check), and the ratio to a baseline timed in the same run on the same number of
- * bytes (bench_util.h): the plain read loop for all_finite, the memcpy-equivalent (memcpy of
- * the same total traffic) for unscale_check. Ratio > 1 means faster than the baseline.
+ * for unscale_check), and the ratio to a baseline on the same number of bytes: the plain
+ * summing read loop for all_finite, the memcpy-equivalent (bench_util.h: memcpy of the same
+ * total traffic, i.e. `bytes` bytes for an in-place pass over `bytes`) for unscale_check.
+ * Ratio > 1 means faster than the baseline. This machine is shared, and memory bandwidth
+ * drifts by 2x within a minute, so baselines and ops are timed in interleaved rounds and the
+ * ratio is the median of per-round ratios (each round times everything within ~1 s).
  *
  * unscale_check runs in place, so calls alternate scale 2 and 0.5: the data returns to its
  * starting values every two calls and never drifts into the subnormal range.
@@ -33,18 +36,6 @@ static void read_fn(void *p)
     for (size_t i = 0; i < r->words; i++) s += r->p[i];
     __asm__ __volatile__("" : "+r"(s)::"memory");
     r->sink += s;
-}
-
-static double read_ns(size_t bytes)
-{
-    size_t words = bytes / 8 ? bytes / 8 : 1;
-    uint64_t *buf = malloc(words * 8);
-    if (!buf) return 0;
-    for (size_t i = 0; i < words; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
-    struct bu_read r = {buf, words, 0};
-    double ns = bu_time_median(read_fn, &r);
-    free(buf);
-    return ns;
 }
 
 typedef struct ctx {
@@ -96,14 +87,38 @@ static void fill(void *buf, mxp_dtype dt, size_t n)
     }
 }
 
+/* Mean ns of `reps` back-to-back calls. */
+static double time_reps(void (*fn)(void *), void *c, int reps)
+{
+    double t0 = bu_now_ns();
+    for (int i = 0; i < reps; i++) fn(c);
+    return (bu_now_ns() - t0) / reps;
+}
+
+/* Calls per sample so one sample takes about 20 ms (at least 1). */
+static int reps_for(void (*fn)(void *), void *c)
+{
+    double one = time_reps(fn, c, 1);
+    int r = one > 0 ? (int)(2e7 / one) : 1000;
+    return r < 1 ? 1 : r > 100000 ? 100000 : r;
+}
+
+#define ROUNDS 11
+#define MAXK (2 * MXP__ISA_COUNT)
+
 int main(int argc, char **argv)
 {
     int max_log = argc > 1 ? atoi(argv[1]) : 26, min_log = argc > 2 ? atoi(argv[2]) : 12;
     static const mxp_dtype dts[] = {MXP_FLOAT32, MXP_BFLOAT16, MXP_FLOAT16};
     size_t max_bytes = ((size_t)1 << max_log) * 4;
-    void *buf = malloc(max_bytes);
-    if (!buf) return 1;
-    printf("# bench_finite: median of repeated runs, 1 thread; ratio = baseline_ns / op_ns\n");
+    void *buf = malloc(max_bytes), *cp_dst = malloc(max_bytes), *cp_src = malloc(max_bytes);
+    uint64_t *rd = malloc(max_bytes);
+    if (!buf || !cp_dst || !cp_src || !rd) return 1;
+    memset(cp_dst, 1, max_bytes);
+    memset(cp_src, 2, max_bytes);
+    for (size_t i = 0; i < max_bytes / 8; i++) rd[i] = i * 0x9E3779B97F4A7C15ull;
+    printf("# bench_finite: 1 thread; %d interleaved rounds of (baselines, every ISA); ns/elem is\n"
+           "# the median over rounds, ratio the median of per-round baseline_ns / op_ns\n", ROUNDS);
     printf("%-13s %-9s %-7s %10s %9s %8s %12s %7s\n", "op", "dtype", "isa", "n", "ns/elem", "GB/s",
            "base GB/s", "ratio");
     for (int lg = min_log; lg <= max_log; lg += 2) {
@@ -111,24 +126,48 @@ int main(int argc, char **argv)
         for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
             size_t bytes = n * mxp_dtype_size(dts[d]);
             fill(buf, dts[d], n);
-            double rd_ns = read_ns(bytes);
-            double copy_ns = bu_memcpy_equiv_ns(bytes, bytes);
+            struct bu_read rb = {rd, bytes / 8, 0};
+            struct bu_copy cb = {cp_dst, cp_src, bytes};
+            /* one context per (ISA, op): k even = all_finite, odd = unscale_check */
+            ctx cs[MAXK];
+            void (*fns[MAXK])(void *);
+            const mxp__kernels *ks[MAXK];
+            int nk = 0;
             for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
                 const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
                 if (!k) continue;
-                ctx c = {k, dts[d], buf, n, 0, false};
-                double t = bu_time_median(run_finite, &c);
-                printf("%-13s %-9s %-7s %10zu %9.4f %8.2f %12.2f %7.2f\n", "all_finite",
-                       mxp_dtype_name(dts[d]), k->name, n, t / (double)n, bu_gbps(bytes, t),
-                       bu_gbps(bytes, rd_ns), rd_ns / t);
-                t = bu_time_median(run_unscale, &c);
-                printf("%-13s %-9s %-7s %10zu %9.4f %8.2f %12.2f %7.2f\n", "unscale_check",
-                       mxp_dtype_name(dts[d]), k->name, n, t / (double)n, bu_gbps(2 * bytes, t),
-                       bu_gbps(2 * bytes, copy_ns), copy_ns / t);
-                fflush(stdout);
+                for (int op = 0; op < 2; op++) {
+                    cs[nk] = (ctx){k, dts[d], buf, n, 0, false};
+                    fns[nk] = op ? run_unscale : run_finite;
+                    ks[nk++] = k;
+                }
             }
+            int r_read = reps_for(read_fn, &rb), r_copy = reps_for(bu_copy_fn, &cb), reps[MAXK];
+            for (int k = 0; k < nk; k++) reps[k] = reps_for(fns[k], &cs[k]);
+            double t_read[ROUNDS], t_copy[ROUNDS], t_op[MAXK][ROUNDS], ratio[MAXK][ROUNDS];
+            for (int r = 0; r < ROUNDS; r++) {
+                t_read[r] = time_reps(read_fn, &rb, r_read);
+                t_copy[r] = time_reps(bu_copy_fn, &cb, r_copy);
+                for (int k = 0; k < nk; k++) {
+                    t_op[k][r] = time_reps(fns[k], &cs[k], reps[k]);
+                    ratio[k][r] = (k % 2 ? t_copy[r] : t_read[r]) / t_op[k][r];
+                }
+            }
+            double m_read = bu_median(t_read, ROUNDS), m_copy = bu_median(t_copy, ROUNDS);
+            for (int k = 0; k < nk; k++) {
+                double t = bu_median(t_op[k], ROUNDS), q = bu_median(ratio[k], ROUNDS);
+                bool un = k % 2;
+                size_t moved = un ? 2 * bytes : bytes;
+                printf("%-13s %-9s %-7s %10zu %9.4f %8.2f %12.2f %7.2f\n",
+                       un ? "unscale_check" : "all_finite", mxp_dtype_name(dts[d]), ks[k]->name, n,
+                       t / (double)n, bu_gbps(moved, t), bu_gbps(moved, un ? m_copy : m_read), q);
+            }
+            fflush(stdout);
         }
     }
     free(buf);
+    free(cp_dst);
+    free(cp_src);
+    free(rd);
     return 0;
 }
