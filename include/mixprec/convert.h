@@ -12,9 +12,20 @@
  *  - saturate: the output is never +-inf: finite overflow and +-inf become +-max finite of the
  *    target, for every pair; NaN stays NaN;
  *  - stochastic rounding: one of the two neighbours, the upper with probability
- *    (x - lo) / (hi - lo); deterministic per (seed, element index) whatever the thread count
- *    or ISA path; exact values stay exact.
+ *    (x - lo) / (hi - lo) (using the top 32 bits of the dropped part); deterministic per
+ *    (seed, element index) whatever the thread count or ISA path; exact values stay exact.
+ *    Above the max finite value the upper neighbour is an overflow: +-inf (2^(emax+1)), or
+ *    for float8_e4m3fn the NaN slot 0x7F, whose would-be value is 480 (so 456 becomes NaN
+ *    with probability 1/4, or 448 when saturating);
+ *  - NaN payloads: a NaN result is the target's quiet NaN with the input's sign, carrying the
+ *    top payload bits of the source (e4m3fn: always 0x7F / 0xFF); identity pairs copy bits.
  * Every ISA path gives bit-identical results. MIXPREC_ISA=scalar|avx2|avx512|neon forces a path.
+ *
+ * Example:
+ *     float x[3] = {0.1f, 70000.0f, -0.0f};
+ *     uint16_t h[3];
+ *     mxp_status s = mxp_convert(h, MXP_FLOAT16, x, MXP_FLOAT32, 3);  // 0x2E66 0x7C00 0x8000
+ *     if (s != MXP_OK) fprintf(stderr, "%s\n", mxp_last_error());
  */
 #ifndef MIXPREC_CONVERT_H
 #define MIXPREC_CONVERT_H
@@ -41,24 +52,31 @@ typedef struct mxp_convert_opts {
 } mxp_convert_opts;
 
 /**
- * Convert n elements from src (src_type) to dst (dst_type), rounding once to nearest-even.
+ * Convert n elements from src (src_type) to dst (dst_type), rounding once to nearest-even,
+ * without saturation, on the calling thread. Elements are in the host's byte order.
  * Any alignment is accepted; dst and src must not overlap unless they are the same buffer
- * and the two dtypes have the same size.
+ * and the two dtypes have the same size (in-place float16 <-> bfloat16, for example).
  * @retval MXP_OK          all n elements written (n == 0 does nothing, NULL buffers allowed)
- * @retval MXP_EINVAL      NULL buffer with n > 0, a non-floating or unknown dtype; dst untouched
- * Thread-safety: safe. Allocates nothing.
+ * @retval MXP_EINVAL      a non-floating or unknown dtype (even with n == 0), a NULL buffer
+ *                         with n > 0, or overlapping buffers other than the in-place case;
+ *                         the message names the argument; dst is untouched
+ * Ownership: reads src, writes dst; keeps no pointer after returning.
+ * Thread-safety: safe (concurrent calls on disjoint dst buffers). Allocates nothing.
  */
 MXP_API mxp_status mxp_convert(void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
                                size_t n);
 
 /**
  * mxp_convert with options (opts may be NULL: the defaults). opts->threads > 1 splits large
- * arrays over up to that many threads (small arrays stay on the calling thread); the output
- * bits never depend on the thread count.
+ * arrays (a few hundred thousand elements per thread at least) into contiguous chunks over up
+ * to that many threads, the calling thread included; small arrays stay on the calling thread.
+ * The output bits never depend on the thread count: stochastic rounding draws its random bits
+ * from (opts->seed, element index i in [0, n)).
  * @retval MXP_OK          all n elements written
- * @retval MXP_EINVAL      as mxp_convert, or an unknown rounding mode or negative thread count
- * @retval MXP_ENOMEM      threads could not be started (nothing is half-written: the call
- *                         falls back to the calling thread, so in practice this is not returned)
+ * @retval MXP_EINVAL      as mxp_convert, or an unknown rounding mode or a negative thread
+ *                         count; the message names the option; dst is untouched
+ * A thread that cannot be started is not an error: its chunk runs on the calling thread.
+ * Ownership: reads src and *opts, writes dst; keeps no pointer after returning.
  * Thread-safety: safe. Allocates nothing on one thread; thread stacks when threads > 1.
  */
 MXP_API mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src,
