@@ -9,8 +9,10 @@
  *    that map gives byte-identical text;
  *  - looking up every key gives exactly that key's policy (an exact key always wins);
  *  - lookups of derived paths give the same answer with the cache on, off, and on again
- *    (served from the cache).
+ *    (served from the cache), and the same decision as a slow model that compiles each key as
+ *    it is and accepts a path when regexec's leftmost-longest match spans all of it.
  */
+#include <regex.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,50 @@ static void check_lookup(const mxp_policy_map *a, const mxp_policy_map *b, const
     if (sa != sb) abort();
     if (sa == MXP_OK && !mxp_policy_equal(&pa, &pb)) abort();
     if (sa != MXP_OK && sa != MXP_EAMBIGUOUS && sa != MXP_ENOMEM) abort();
+}
+
+/* The slow model: index of the deciding key, -1 for the default, -2 ambiguous, -3 unknown
+ * (a model regex failed). */
+static long model_decide(const mxp_policy_map *m, regex_t *re, const char *path)
+{
+    size_t n = mxp_policy_map_count(m);
+    for (size_t i = 0; i < n; i++) {
+        const char *k;
+        mxp_policy_map_entry(m, i, &k, NULL);
+        if (strcmp(k, path) == 0) return (long)i;
+    }
+    long found = -1;
+    regmatch_t mt[1];
+    for (size_t i = 0; i < n; i++) {
+        int rc = regexec(&re[i], path, 1, mt, 0);
+        if (rc != 0 && rc != REG_NOMATCH) return -3;
+        if (rc == 0 && mt[0].rm_so == 0 && (size_t)mt[0].rm_eo == strlen(path)) {
+            if (found >= 0) return -2;
+            found = (long)i;
+        }
+    }
+    return found;
+}
+
+static void check_model(const mxp_policy_map *m, regex_t *re, const char *path)
+{
+    long want = model_decide(m, re, path);
+    if (want == -3) return;
+    mxp_policy p;
+    const char *key = NULL;
+    mxp_status s = mxp_policy_map_match(m, path, &p, &key);
+    if (want == -2) {
+        if (s != MXP_EAMBIGUOUS) abort();
+        return;
+    }
+    if (s != MXP_OK) abort();
+    if (want == -1) {
+        if (key != NULL) abort();
+        return;
+    }
+    const char *k;
+    mxp_policy_map_entry(m, (size_t)want, &k, NULL);
+    if (key == NULL || strcmp(key, k) != 0) abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -66,6 +112,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mxp_policy_map_parse(text, &uncached) != MXP_OK) abort();
     mxp_policy_map_set_cache_capacity(uncached, 0);
 
+    size_t nk = mxp_policy_map_count(m);
+    regex_t *re = calloc(nk ? nk : 1, sizeof *re);
+    bool model_ok = re != NULL;
+    size_t compiled = 0;
+    for (; model_ok && compiled < nk; compiled++) {
+        const char *k;
+        mxp_policy_map_entry(m, compiled, &k, NULL);
+        if (regcomp(&re[compiled], k, REG_EXTENDED) != 0) model_ok = false;
+    }
+    if (!model_ok && compiled > 0) compiled--; /* the failed one holds nothing to free */
+
     for (size_t i = 0; i < mxp_policy_map_count(m); i++) {
         const char *key;
         mxp_policy want, got;
@@ -81,13 +138,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_lookup(m, uncached, path);
             check_lookup(m, uncached, path + (kl > 0 ? 1 : 0));
         }
+        if (model_ok) {
+            check_model(m, re, path);
+            check_model(m, re, path + (kl > 0 ? 1 : 0));
+        }
         path[kl > 0 ? kl - 1 : 0] = '\0';
         check_lookup(m, uncached, path);
+        if (model_ok) check_model(m, re, path);
         free(path);
     }
     check_lookup(m, uncached, "");
     check_lookup(m, uncached, "dense_0/kernel");
 
+    for (size_t i = 0; i < compiled; i++) regfree(&re[i]);
+    free(re);
     mxp_policy_map_free(uncached);
     mxp_policy_map_free(back);
     mxp_policy_map_free(m);
