@@ -20,7 +20,7 @@ static int read_exact(gzFile f, void *dst, size_t n, const char *path, const cha
         if (got < 0) {
             int zerr = 0;
             const char *msg = gzerror(f, &zerr);
-            snprintf(err, cap, "%s: corrupt gzip data while reading %s (%s)", path, what, msg);
+            snprintf(err, cap, "%s: corrupt gzip data while reading %s (zlib: %s)", path, what, msg);
             return -1;
         }
         if (got == 0) {

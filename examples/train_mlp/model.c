@@ -155,7 +155,7 @@ int model_init(model *m, const mxp_policy_map *map, size_t batch, uint64_t seed,
 {
     memset(m, 0, sizeof *m);
     m->batch = batch;
-    m->threads = threads > 1 ? matmul_threads_start(threads) : 1;
+    m->threads = 1; /* the thread pool starts once everything else has succeeded */
     const size_t B = batch;
     bool ok = true;
 
@@ -252,6 +252,8 @@ int model_init(model *m, const mxp_policy_map *map, size_t batch, uint64_t seed,
         snprintf(err, cap, "out of memory allocating the model for batch %zu", B);
         return -1;
     }
+
+    if (threads > 1) m->threads = matmul_threads_start(threads);
 
     /* initial weights: Glorot uniform kernels, zero biases (Axon's defaults), gamma 1, beta 0 */
     uint64_t rng = seed ^ 0x5EEDC0DEull;
