@@ -20,6 +20,7 @@
 #include "internal.h"
 
 #define DEFAULT_CACHE_CAPACITY 4096
+#define MAX_CACHE_CAPACITY ((size_t)1 << 20)
 #define QUOTE_MAX 300
 
 enum { RES_DEFAULT = -1, RES_AMBIGUOUS = -2 };
@@ -118,7 +119,7 @@ mxp_status mxp_policy_map_set_cache_capacity(mxp_policy_map *m, size_t capacity)
     free(m->slots);
     m->slots = NULL;
     m->nslots = 0;
-    m->cache_cap = capacity;
+    m->cache_cap = capacity < MAX_CACHE_CAPACITY ? capacity : MAX_CACHE_CAPACITY;
     pthread_mutex_unlock(&m->lock);
     return MXP_OK;
 }
@@ -451,18 +452,30 @@ static bool cache_lookup(mxp_policy_map *m, const char *path, size_t h, long *re
     return false;
 }
 
-/* Remember path -> result (best effort: silently skipped when out of memory). */
+/* Grow the slot table to ns slots (a power of two), rehashing; false when out of memory. */
+static bool cache_grow(mxp_policy_map *m, size_t ns)
+{
+    cache_slot *slots = calloc(ns, sizeof *slots);
+    if (!slots) return false;
+    for (size_t i = 0; i < m->nslots; i++) {
+        if (!m->slots[i].path) continue;
+        size_t j = m->slots[i].hash & (ns - 1);
+        while (slots[j].path) j = (j + 1) & (ns - 1);
+        slots[j] = m->slots[i];
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->nslots = ns;
+    return true;
+}
+
+/* Remember path -> result (best effort: silently skipped when out of memory). The table starts
+ * small and doubles up to 2 * cache_cap slots (load <= 1/2); at capacity it is emptied. */
 static void cache_insert(mxp_policy_map *m, const char *path, size_t h, long result)
 {
     if (m->cache_cap == 0) return;
-    if (!m->slots) {
-        size_t ns = 16;
-        while (ns < 2 * m->cache_cap && ns < ((size_t)1 << 40)) ns *= 2;
-        m->slots = calloc(ns, sizeof *m->slots);
-        if (!m->slots) return;
-        m->nslots = ns;
-    }
     if (m->used >= m->cache_cap) cache_clear(m);
+    if ((m->used + 1) * 2 > m->nslots && !cache_grow(m, m->nslots ? m->nslots * 2 : 16)) return;
     long dummy;
     if (cache_lookup(m, path, h, &dummy)) return; /* another thread got here first */
     size_t len = strlen(path);

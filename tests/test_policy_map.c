@@ -215,6 +215,14 @@ static void test_set_remove_errors(void **state)
     assert_int_equal(mxp_policy_map_get(NULL, "x", &out), MXP_EINVAL);
     assert_int_equal(mxp_policy_map_get(m, "x", NULL), MXP_EINVAL);
     assert_int_equal(mxp_policy_map_count(NULL), 0);
+    /* Absurd cache capacities are clamped, not trusted. */
+    assert_int_equal(mxp_policy_map_set_cache_capacity(m, SIZE_MAX / 2 + 1), MXP_OK);
+    for (int i = 0; i < 50; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "p%d", i);
+        assert_int_equal(mxp_policy_map_get(m, path, &out), MXP_OK);
+    }
+    assert_int_equal(mxp_policy_map_set_cache_capacity(NULL, 1), MXP_EINVAL);
     mxp_policy_map_free(m);
 }
 

@@ -128,8 +128,8 @@ MXP_API bool mxp_policy_map_default(const mxp_policy_map *m, mxp_policy *out);
 MXP_API bool mxp_policy_map_equal(const mxp_policy_map *a, const mxp_policy_map *b);
 
 /**
- * Cache size: at most `capacity` distinct paths are remembered (default 4096; when full, the
- * cache is emptied and refilled). 0 disables caching (every get matches every regex; useful to
+ * Cache size: at most `capacity` distinct paths are remembered (default 4096, at most 2^20:
+ * larger values are clamped; when full, the cache is emptied and refilled). 0 disables caching (every get matches every regex; useful to
  * measure or to save memory). Existing cache contents are dropped.
  * @retval MXP_OK / MXP_EINVAL (NULL map)
  * Thread-safety: needs exclusive access to m.
