@@ -71,6 +71,14 @@ static mxp_status check_leaf_cast(const mxp_tensor *dst, const mxp_tensor *src, 
                                      "'%s' ndim %d or a different dimension",
                          sn, src->ndim, dn, dst->ndim);
     mxp_dtype want = mxp_dtype_is_floating(src->dtype) ? dtype : src->dtype;
+    /* Buffers may be the very same (same size elements, converted in place) or disjoint. */
+    uintptr_t d0 = (uintptr_t)dst->data, s0 = (uintptr_t)src->data;
+    size_t db = mxp_tensor_nbytes(dst), sb = mxp_tensor_nbytes(src);
+    bool same = d0 == s0 && mxp_dtype_size(dst->dtype) == mxp_dtype_size(src->dtype);
+    if (db && sb && !same && d0 < s0 + sb && s0 < d0 + db)
+        return mxp__fail(MXP_EINVAL, "tensors '%s' and '%s' overlap in memory (only the very same buffer "
+                                     "with same-size elements is allowed)",
+                         sn, dn);
     if (dst->dtype != want)
         return mxp__fail(MXP_EINVAL, "dtype mismatch: source tensor '%s' (%s) needs a %s destination, "
                                      "but '%s' is %s%s",

@@ -290,6 +290,21 @@ static void test_tensor_cast_into(void **state)
     assert_int_equal(mxp_tensor_cast_into(&dst, &src, MXP_FLOAT16, NULL), MXP_EINVAL);
     assert_int_equal(mxp_tensor_cast_into(NULL, &src, MXP_FLOAT16, NULL), MXP_EINVAL);
     assert_int_equal(mxp_tensor_cast_into(&dst, &src, MXP_BOOL, NULL), MXP_EINVAL);
+
+    /* Overlap: float32 -> float16 into the same buffer (different element sizes) is refused;
+     * float16 -> bfloat16 in place (same size) is fine: 1.0 0x3C00 -> 0x3F80, -2 0xC000 -> 0xC000. */
+    float buf[4] = {1, 2, 3, 4};
+    mxp_tensor f32t = {"f", MXP_FLOAT32, 1, {4}, buf}, f16t = {"h", MXP_FLOAT16, 1, {4}, buf};
+    assert_int_equal(mxp_tensor_cast_into(&f16t, &f32t, MXP_FLOAT16, NULL), MXP_EINVAL);
+    assert_non_null(strstr(mxp_last_error(), "overlap"));
+    assert_true(buf[0] == 1.0f && buf[3] == 4.0f);
+    f16t.data = (char *)buf + 2; /* partial overlap */
+    assert_int_equal(mxp_tensor_cast_into(&f16t, &f32t, MXP_FLOAT16, NULL), MXP_EINVAL);
+    uint16_t hb[2] = {0x3C00, 0xC000};
+    mxp_tensor h = {"h", MXP_FLOAT16, 1, {2}, hb}, b = {"b", MXP_BFLOAT16, 1, {2}, hb};
+    assert_int_equal(mxp_tensor_cast_into(&b, &h, MXP_BFLOAT16, NULL), MXP_OK);
+    assert_int_equal(hb[0], 0x3F80);
+    assert_int_equal(hb[1], 0xC000);
 }
 
 static void test_clone(void **state)
