@@ -61,8 +61,9 @@ MXP_API size_t mxp_tensor_nbytes(const mxp_tensor *t);
  * size.
  * @retval MXP_OK      dst->data written
  * @retval MXP_EINVAL  NULL tensor, `dtype` not floating, an invalid tensor (bad ndim, NULL data
- *                     with elements), shapes differ, or dst->dtype is not the one required
- *                     above; the message names both tensors. dst untouched.
+ *                     with elements), shapes differ, dst->dtype is not the one required above,
+ *                     or the buffers overlap otherwise than allowed; the message names the
+ *                     tensors. dst untouched.
  * Thread-safety: safe on distinct dst. Allocates nothing (threads only if opts->threads > 1).
  */
 MXP_API mxp_status mxp_tensor_cast_into(mxp_tensor *dst, const mxp_tensor *src, mxp_dtype dtype,
