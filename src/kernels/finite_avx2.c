@@ -26,6 +26,7 @@
  *     converts to sign | 0x7E00 like the scalar reference.
  */
 #include <immintrin.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "finite.h"
@@ -93,6 +94,33 @@ static inline __m256i tiny_lanes(__m256i v, __m256i thr_m1)
     return _mm256_cmpgt_epi32(thr_m1, a);
 }
 
+/*
+ * Large passes (STREAM_MIN_BYTES and up: past the last-level cache share of one core) store
+ * with non-temporal stores: the in-place write-back then streams to memory like memcpy's
+ * large-copy path instead of evicting dirty lines one by one. Non-temporal stores need
+ * 32-byte alignment, so the elements before the first aligned address go to the scalar path
+ * (never more than one vector); a buffer not even aligned to its element size keeps ordinary
+ * stores. An sfence at the end orders the streamed stores before the function returns.
+ */
+#define STREAM_MIN_BYTES ((size_t)16 << 20)
+
+static size_t stream_head(const void *x, size_t n, size_t es, bool *stream)
+{
+    uintptr_t a = (uintptr_t)x;
+    *stream = false;
+    if (n < STREAM_MIN_BYTES / es || a % es) return 0;
+    *stream = true;
+    return ((32 - a % 32) % 32) / es;
+}
+
+static inline void store256(void *q, __m256i v, bool stream)
+{
+    if (stream)
+        _mm256_stream_si256((__m256i *)q, v);
+    else
+        _mm256_storeu_si256((__m256i *)q, v);
+}
+
 static bool unscale_f32(void *x, size_t n, float inv)
 {
     mxp__unscale_fn scalar = mxp__scalar_kernels()->unscale_check[MXP_FLOAT32];
@@ -103,8 +131,9 @@ static bool unscale_f32(void *x, size_t n, float inv)
     const __m256 vinv = _mm256_set1_ps(inv);
     const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
     __m256i acc = _mm256_setzero_si256();
-    bool ok = true;
-    size_t i = 0;
+    bool stream;
+    size_t i = stream_head(x, n, 4, &stream);
+    bool ok = i ? scalar(x, i, inv) : true;
     for (; i + 16 <= n; i += 16) {
         float *q = (float *)(void *)(p + 4 * i);
         __m256i v0 = _mm256_loadu_si256((const __m256i *)q);
@@ -116,12 +145,13 @@ static bool unscale_f32(void *x, size_t n, float inv)
         }
         __m256 y0 = _mm256_mul_ps(_mm256_castsi256_ps(v0), vinv);
         __m256 y1 = _mm256_mul_ps(_mm256_castsi256_ps(v1), vinv);
-        _mm256_storeu_ps(q, y0);
-        _mm256_storeu_ps(q + 8, y1);
+        store256(q, _mm256_castps_si256(y0), stream);
+        store256(q + 8, _mm256_castps_si256(y1), stream);
         acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y0), abs));
         acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y1), abs));
     }
     /* inv is finite and nonzero: a non-finite input gives a non-finite product */
+    if (stream) _mm_sfence();
     const __m256i lim = _mm256_set1_epi32(0x7F7FFFFF);
     ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu32(acc, lim), lim)) == -1;
     if (i < n) ok &= scalar(p + 4 * i, n - i, inv);
@@ -152,8 +182,9 @@ static bool unscale_bf16(void *x, size_t n, float inv)
     const __m256i zero = _mm256_setzero_si256(), abs16 = _mm256_set1_epi16(0x7FFF),
                   one16 = _mm256_set1_epi16(1), inf16 = _mm256_set1_epi16(0x7F80);
     __m256i acc = zero;
-    bool ok = true;
-    size_t i = 0;
+    bool stream;
+    size_t i = stream_head(x, n, 2, &stream);
+    bool ok = i ? scalar(x, i, inv) : true;
     for (; i + 16 <= n; i += 16) {
         unsigned char *q = p + 2 * i;
         __m256i v = _mm256_loadu_si256((const __m256i *)q);
@@ -170,9 +201,10 @@ static bool unscale_bf16(void *x, size_t n, float inv)
         __m256 hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
         __m256i out = _mm256_packus_epi32(round_bf16(_mm256_mul_ps(lo, vinv)),
                                           round_bf16(_mm256_mul_ps(hi, vinv)));
-        _mm256_storeu_si256((__m256i *)q, out);
+        store256(q, out, stream);
         acc = _mm256_max_epu16(acc, _mm256_and_si256(out, abs16));
     }
+    if (stream) _mm_sfence();
     const __m256i lim = _mm256_set1_epi16(0x7F7F);
     ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu16(acc, lim), lim)) == -1;
     if (i < n) ok &= scalar(p + 2 * i, n - i, inv);
@@ -191,7 +223,9 @@ static bool unscale_f16(void *x, size_t n, float inv)
     const __m256 keep_nan = _mm256_castsi256_ps(_mm256_set1_epi32((int)0xFFC00000u));
     const __m256i abs16 = _mm256_set1_epi16(0x7FFF);
     __m256i acc = _mm256_setzero_si256();
-    size_t i = 0;
+    bool stream;
+    size_t i = stream_head(x, n, 2, &stream);
+    bool ok = i ? scalar(x, i, inv) : true;
     for (; i + 16 <= n; i += 16) {
         unsigned char *q = p + 2 * i;
         __m256 y0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)q)), vinv);
@@ -202,11 +236,12 @@ static bool unscale_f16(void *x, size_t n, float inv)
         __m128i h0 = _mm256_cvtps_ph(y0, _MM_FROUND_TO_NEAREST_INT);
         __m128i h1 = _mm256_cvtps_ph(y1, _MM_FROUND_TO_NEAREST_INT);
         __m256i out = _mm256_set_m128i(h1, h0);
-        _mm256_storeu_si256((__m256i *)q, out);
+        store256(q, out, stream);
         acc = _mm256_max_epu16(acc, _mm256_and_si256(out, abs16));
     }
+    if (stream) _mm_sfence();
     const __m256i lim = _mm256_set1_epi16(0x7BFF);
-    bool ok = _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu16(acc, lim), lim)) == -1;
+    ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu16(acc, lim), lim)) == -1;
     if (i < n) ok &= scalar(p + 2 * i, n - i, inv);
     return ok;
 }
