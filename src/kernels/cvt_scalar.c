@@ -189,8 +189,8 @@ static ALWAYS_INLINE uint32_t bf16_from_f32(uint32_t u, bool sr, uint32_t r, boo
 }
 
 /*
- * float32 -> a narrower IEEE-like format (float16, e4m3fn, e5m2: m mantissa bits, bias B),
- * branch-free so that compilers can vectorise the loop.
+ * float32 -> a narrower IEEE-like format (float16, e4m3fn, e5m2: m mantissa bits, bias B):
+ * the general, branch-free path, correct for every input (small_from_f32 below adds shortcuts).
  *
  *   float32 |x|:  0 EEEEEEEE MMMMMMMMMM ddddddddddddd     (float16: 23 - 10 = 13 dropped)
  *   target:         S EEEEE MMMMMMMMMM
@@ -203,9 +203,9 @@ static ALWAYS_INLINE uint32_t bf16_from_f32(uint32_t u, bool sr, uint32_t r, boo
  * target's subnormal step is 2^(1 - B - m), so v = 1.M23 (no implicit 1 for a float32
  * subnormal, whose E is -126) shifted right by d = 23 - m + (1 - te) is the target pattern.
  *
- * Rounding with 32 fraction bits: t = (v << 32) >> d holds the kept part in its high word and
+ * Rounding with 32 fraction bits: w = (v << 32) >> d holds the kept part in its high word and
  * the top 32 bits of the dropped part (F of kernels.h) in its low word:
- *   t:  [ kept (v >> d) ][ F = dropped bits, left-aligned in 32 bits ]
+ *   w:  [ kept (v >> d) ][ F = dropped bits, left-aligned in 32 bits ]
  * Nearest-even adds 0x7FFFFFFF plus the kept part's lowest bit; stochastic adds r; the carry
  * into the high word is the round-up. Exact for nearest-even: d <= 32 keeps every dropped bit,
  * and for d > 32 the value is below half the smallest subnormal (v < 2^24), so it rounds to 0
@@ -237,25 +237,37 @@ static ALWAYS_INLINE uint32_t small_from_f32_any(uint32_t u, fmt t, bool sr, uin
 }
 
 /*
- * The same with a fast path for the common case, |x| in the target's normal binades
- * [2^(1 - B), 2^(emax + 1)): one unsigned compare selects it (a - lo wraps around for smaller
- * magnitudes), the dropped-bit count is the constant d = 23 - m, and 32-bit arithmetic suffices
- * (v < 2^31 and the added rounding term is below 2^d). Everything else - zeros, subnormal
- * results, overflow, infinity, NaN - takes the general path above.
+ * The same with shortcuts, tested in this order (a = |x| as float32 bits):
+ *  - the common case, |x| in the target's normal binades [2^(1 - B), 2^(emax + 1)): one
+ *    unsigned compare selects it (a - lo wraps around for smaller magnitudes), the dropped-bit
+ *    count is the constant d = 23 - m, and 32-bit arithmetic suffices (v < 2^31 and the added
+ *    rounding term is below 2^d);
+ *  - |x| >= 2^(emax + 1), infinity and NaN: overflow or NaN, nothing to round;
+ *  - nearest-even only: |x| <= 2^(-B - m), half the smallest subnormal, rounds to a signed
+ *    zero (the tie at exactly half goes to the even 0);
+ * and only the target's subnormal range (and stochastic rounding below it) takes the general
+ * path above. The shortcuts matter to a sweep over all float32 patterns, most of which lie far
+ * outside the narrow formats' range.
  */
 static ALWAYS_INLINE uint32_t small_from_f32(uint32_t u, fmt t, bool sr, uint32_t r, bool sat)
 {
     const uint32_t a = u & 0x7FFFFFFFu;
-    const uint32_t lo = (uint32_t)(128 - t.bias) << 23;
-    const uint32_t span = ((uint32_t)(128 + t.emax) << 23) - lo;
-    if (a - lo < span) {
+    const uint32_t sign = (u >> 31) << (t.bits - 1);
+    const uint32_t over = sat ? (uint32_t)t.maxfin : t.fn ? 0x7Fu : (uint32_t)t.inf;
+    const uint32_t lo = (uint32_t)(128 - t.bias) << 23;  /* 2^(1 - B) */
+    const uint32_t top = (uint32_t)(128 + t.emax) << 23; /* 2^(emax + 1) */
+    if (a - lo < top - lo) {
         const unsigned d = (unsigned)(23 - t.m);
         const uint32_t v = a - ((uint32_t)(127 - t.bias) << 23);
         const uint32_t add = sr ? r >> (32 - d) : (1u << (d - 1)) - 1u + ((v >> d) & 1u);
         const uint32_t bits = (v + add) >> d;
-        const uint32_t over = sat ? (uint32_t)t.maxfin : t.fn ? 0x7Fu : (uint32_t)t.inf;
-        return ((u >> 31) << (t.bits - 1)) | (bits > t.maxfin ? over : bits);
+        return sign | (bits > t.maxfin ? over : bits);
     }
+    if (a >= top) {
+        if (a <= 0x7F800000u) return sign | over;
+        return small_from_f32_any(u, t, sr, r, sat); /* NaN */
+    }
+    if (!sr && a <= (uint32_t)(127 - t.bias - t.m) << 23) return sign;
     return small_from_f32_any(u, t, sr, r, sat);
 }
 
