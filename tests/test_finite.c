@@ -446,8 +446,7 @@ static void test_unscale_fp_modes(void **state)
                     if (mode == 0) {
                         if (!mxp__fp_set_flush_denormals(true)) {
                             print_message("[ SKIPPED  ] FTZ/DAZ cannot be set on this target\n");
-                            free(src), free(want), free(buf);
-                            return;
+                            break; /* the rounding-direction half still runs */
                         }
                         k->unscale_check[d](buf, n, inv);
                         mxp__fp_set_flush_denormals(false);

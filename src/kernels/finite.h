@@ -37,8 +37,9 @@ float mxp__unscale_inv(float scale);
 bool mxp__unscale_hw_ok(void);
 
 /*
- * Test hooks: turn FTZ and DAZ on (true) or off (false) for the calling thread.
- * Returns false (and changes nothing) where mixprec cannot set them (non-x86 builds).
+ * Test hooks: turn FTZ and DAZ on (true) or off (false) for the calling thread (x86 MXCSR
+ * bits 15 and 6; AArch64 FPCR.FZ, which flushes both inputs and results).
+ * Returns false (and changes nothing) where mixprec cannot set them (other targets).
  */
 bool mxp__fp_set_flush_denormals(bool on);
 

@@ -239,6 +239,12 @@ bool mxp__fp_set_flush_denormals(bool on)
     unsigned csr = _mm_getcsr();
     _mm_setcsr(on ? (csr | 0x8040u) : (csr & ~0x8040u)); /* FTZ bit 15, DAZ bit 6 */
     return true;
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+    uint64_t fpcr;
+    __asm__ __volatile__("mrs %0, fpcr" : "=r"(fpcr));
+    fpcr = on ? (fpcr | (1ull << 24)) : (fpcr & ~(1ull << 24)); /* FPCR.FZ: inputs and outputs */
+    __asm__ __volatile__("msr fpcr, %0" : : "r"(fpcr));
+    return true;
 #else
     (void)on;
     return false;
