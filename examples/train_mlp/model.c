@@ -90,7 +90,7 @@ static void cast_grad(model *m, tbuf *dst, const tbuf *src, size_t n, underflow_
 }
 
 /* splitmix64: small, good enough for initialisation, shuffling and dropout masks. */
-static uint64_t rng_next(uint64_t *s)
+uint64_t rng_next(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -132,6 +132,9 @@ void model_layer_list(mxp_layer out[NLAYERS]);
  * (idx NULL: image r). */
 void model_set_input(model *m, const uint8_t *images, const size_t *idx, size_t rows);
 
+/* splitmix64 step: the next 64 random bits of the stream *state (any seed works). */
+uint64_t rng_next(uint64_t *state);
+
 /* Forward pass over `rows` (<= B) rows. train: batch statistics + dropout (rng advances).
  * The output (probabilities, output dtype of dense_2) is m->L[NLAYERS-1].y. */
 void model_forward(model *m, size_t rows, bool train, uint64_t *rng);

@@ -351,7 +351,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (size_t i = 0; i < train.n; i++) order[i] = i;
-    uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
+    uint64_t shuffle_rng = o.seed ^ 0x53485546464C45ull, dropout_rng = o.seed ^ 0x44524F504F5554ull;
     uint64_t skipped = 0, scale_changes = 0, step = 0;
     double acc = 0.0;
     rc = 0;
@@ -360,8 +360,7 @@ int main(int argc, char **argv)
         size_t nsteps = 0;
         underflow_stats u = {0};
         for (size_t i = train.n - 1; i > 0; i--) { /* Fisher-Yates shuffle */
-            size_t j = (size_t)(((uint64_t)(rng = rng * 6364136223846793005ull +
-                                                   1442695040888963407ull) >> 33) % (i + 1));
+            size_t j = (size_t)(rng_next(&shuffle_rng) % (i + 1)); /* bias < 2^-45: fine */
             size_t t = order[i];
             order[i] = order[j];
             order[j] = t;
@@ -372,7 +371,7 @@ int main(int argc, char **argv)
             model_set_input(&m, train.images, order + b, rows);
             for (size_t r = 0; r < rows; r++) batch_labels[r] = train.labels[order[b + r]];
 
-            model_forward(&m, rows, true, &rng);
+            model_forward(&m, rows, true, &dropout_rng);
             loss_sum += (double)model_loss(&m, batch_labels, rows, ls.scale, dlogits);
             u.active = step % UNDERFLOW_SAMPLE_EVERY == 0;
             model_backward(&m, dlogits, rows, &u);
