@@ -5,12 +5,14 @@
  * primitives to AVX2 intrinsics. Registered: the 16 entries float32 -> narrow (nearest-even and
  * stochastic) and narrow -> float32; every other pair keeps the scalar entry.
  *
- * Not used on purpose: F16C's VCVTPS2PH / VCVTPH2PS. They would handle finite values, but NaN
- * needs a fix-up to the reference's pattern, saturation another, and stochastic rounding cannot
- * use them at all; the integer path below is bit-exact by construction, independent of MXCSR
- * (FTZ/DAZ/rounding mode), and the conversions run at memory bandwidth anyway (bench/RESULTS.md).
+ * F16C (VCVTPS2PH / VCVTPH2PS) does float32 <-> float16 nearest-even: its results equal the
+ * reference's for every input whatever MXCSR says (FTZ is ignored by both instructions, DAZ by
+ * VCVTPH2PS, and DAZ on VCVTPS2PH only zeroes float32 subnormals, which round to +-0 anyway;
+ * x86 NaN conversion sets the quiet bit and truncates / zero-fills the payload, which is the
+ * reference's NaN rule). Saturation is a fix-up; stochastic rounding uses the integer path.
  */
 #include <immintrin.h>
+#include <stdbool.h>
 
 #include "kernels.h"
 
@@ -64,6 +66,31 @@ PRIM void st8x2(void *p, V x, V y)
     const V o = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
     _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(o));
 }
+PRIM M m_or(M a, M b) { return _mm256_or_si256(a, b); }
+PRIM M m_and(M a, M b) { return _mm256_and_si256(a, b); }
+PRIM bool m_any(M m) { return !_mm256_testz_si256(m, m); }
+PRIM V v_keep(M m, V x) { return _mm256_and_si256(m, x); }
+
+/* F16C, nearest-even from the immediate (MXCSR.RC ignored); see cvt_simd_impl.h for why its
+ * results equal the reference's (FTZ ignored, NaN pattern identical). */
+#define MXP_SIMD_HW_F16 1
+PRIM void hw_f16_st2(void *p, V x, V y, int sat)
+{
+    const __m128i hx = _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_NEAREST_INT);
+    const __m128i hy = _mm256_cvtps_ph(_mm256_castsi256_ps(y), _MM_FROUND_TO_NEAREST_INT);
+    V h = _mm256_set_m128i(hy, hx);
+    if (sat) { /* +-inf (0x7C00 / 0xFC00) - 1 = +-max (0x7BFF / 0xFBFF) */
+        const V inf = _mm256_cmpeq_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)),
+                                         _mm256_set1_epi16(0x7C00));
+        h = _mm256_add_epi16(h, inf);
+    }
+    _mm256_storeu_si256((__m256i *)p, h);
+}
+PRIM V hw_f16_ld(const void *p)
+{
+    return _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+}
+
 /* Streaming stores for widening kernels writing more than this many bytes (bench/RESULTS.md). */
 #define MXP_SIMD_NT_THRESHOLD ((size_t)8 << 20)
 #define MXP_SIMD_NT_STORE32(p, x) _mm256_stream_si256((__m256i *)(void *)(p), (x))

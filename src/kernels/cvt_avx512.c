@@ -10,11 +10,12 @@
  * Not used on purpose:
  *  - AVX512_BF16 VCVTNEPS2BF16: it treats float32 subnormal inputs as zero (bfloat16 keeps them)
  *    and always quiets NaN; fixing both up costs as much as the 6-instruction integer rounding.
- *  - AVX512_FP16 / F16C VCVTPS2PH: NaN payload and saturation need fix-ups, stochastic rounding
- *    cannot use it, and Zen 4 lacks AVX512_FP16 (a second kernel set would need a dispatch split).
+ *  - AVX512_FP16: nothing here needs it (float32 <-> float16 uses AVX512F's VCVTPS2PH /
+ *    VCVTPH2PS, the F16C operation, bit-exact as explained in cvt_avx2.c), and Zen 4 lacks it.
  * The integer path is exact whatever MXCSR says and runs at memory bandwidth.
  */
 #include <immintrin.h>
+#include <stdbool.h>
 
 #include "kernels.h"
 
@@ -59,6 +60,30 @@ PRIM void st8x2(void *p, V x, V y)
     _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8(x)); /* VPMOVDB: truncate */
     _mm_storeu_si128((__m128i *)((char *)p + 16), _mm512_cvtepi32_epi8(y));
 }
+PRIM M m_or(M a, M b) { return (M)(a | b); }
+PRIM M m_and(M a, M b) { return (M)(a & b); }
+PRIM bool m_any(M m) { return m != 0; }
+PRIM V v_keep(M m, V x) { return _mm512_maskz_mov_epi32(m, x); }
+
+/* AVX512F VCVTPS2PH / VCVTPH2PS: the same operation as F16C's (cvt_avx2.c, tested there). */
+#define MXP_SIMD_HW_F16 1
+PRIM void hw_f16_st2(void *p, V x, V y, int sat)
+{
+    const __m256i hx = _mm512_cvtps_ph(_mm512_castsi512_ps(x), _MM_FROUND_TO_NEAREST_INT);
+    const __m256i hy = _mm512_cvtps_ph(_mm512_castsi512_ps(y), _MM_FROUND_TO_NEAREST_INT);
+    V h = _mm512_inserti64x4(_mm512_castsi256_si512(hx), hy, 1);
+    if (sat) { /* +-inf (0x7C00 / 0xFC00) - 1 = +-max (0x7BFF / 0xFBFF) */
+        const __mmask32 inf = _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, _mm512_set1_epi16(0x7FFF)),
+                                                      _mm512_set1_epi16(0x7C00));
+        h = _mm512_mask_sub_epi16(h, inf, h, _mm512_set1_epi16(1));
+    }
+    _mm512_storeu_si512(p, h);
+}
+PRIM V hw_f16_ld(const void *p)
+{
+    return _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));
+}
+
 #define MXP_SIMD_NT_THRESHOLD ((size_t)8 << 20)
 #define MXP_SIMD_NT_STORE32(p, x) _mm512_stream_si512((void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()

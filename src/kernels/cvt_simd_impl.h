@@ -32,6 +32,15 @@
  *   st32(p, x)              VL uint32 at p
  *   st16x2(p, x, y)         low 16 bits of 2*VL lanes (x then y) at p
  *   st8x2(p, x, y)          low 8 bits of 2*VL lanes (x then y) at p
+ *   m_or(m1, m2) m_and(m1, m2)   lane masks combined;  m_any(m): true when any lane is set
+ *   v_keep(m, x)            m ? x : 0 per lane
+ * and may define MXP_SIMD_HW_F16 with
+ *   hw_f16_st2(p, x, y, sat)  2*VL float32 (bits x, y) -> float16 nearest-even at p by the
+ *                             hardware (F16C VCVTPS2PH: FTZ ignored, DAZ only zeroes float32
+ *                             subnormals, which round to +-0 anyway, NaN -> S 11111 1 payload,
+ *                             exactly the reference's pattern); sat: +-inf results -> +-max
+ *   hw_f16_ld(p)              VL float16 at p -> float32 bits (VCVTPH2PS: exact, DAZ ignored,
+ *                             NaN quieted with the payload zero-filled = the reference)
  * and may define MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size)
  * with MXP_SIMD_NT_THRESHOLD (bytes written above which widening kernels stream) and
  * MXP_SIMD_NT_FENCE().
@@ -176,6 +185,75 @@ static SIMD_INLINE V widen_bf16(V h, V infout)
     return v_or(res, v_xor(u, a));
 }
 
+
+/* ---- fast paths --------------------------------------------------------------------------
+ * Checked per pair of vectors: when no lane needs the general path (NaN, the target's
+ * subnormal range, overflow), a shorter sequence gives the same bits; otherwise narrow1.
+ */
+
+/* float32 -> bfloat16 without NaN lanes:
+ *   nearest-even:  t = u + 0x7FFF + (bit 16 of u);  stochastic: t = u + (r >> 16);  t >> 16
+ * (the reference's carry trick; the sign bit never receives a carry). Saturation: a result
+ * 0x7F80 / 0xFF80 (infinity) becomes 0x7F7F / 0xFF7F, i.e. t - 0x10000. */
+static SIMD_INLINE M bf16_bad(V u) { return m_gt(v_and(u, v_set1(0x7FFFFFFFu)), v_set1(0x7F800000u)); }
+
+static SIMD_INLINE V bf16_fast(V u, V r, int sr, int sat)
+{
+    V t = sr ? v_add(u, v_srli(r, 16))
+             : v_add(v_add(u, v_set1(0x7FFFu)), v_and(v_srli(u, 16), v_set1(1u)));
+    if (sat) {
+        const M inf = m_eq(v_and(t, v_set1(0x7FFF0000u)), v_set1(0x7F800000u));
+        t = v_sel(inf, v_sub(t, v_set1(0x10000u)), t);
+    }
+    return v_srli(t, 16);
+}
+
+/* float32 -> float16 / e4m3fn / e5m2 nearest-even when every lane is either tiny (rounds to
+ * +-0: |x| <= half the smallest subnormal, the tie going to the even 0) or in the normal range
+ * without overflow (lo <= |x| <= hi, hi the largest magnitude that rounds to max finite):
+ *   q = ((a - rebias) + (half - 1) + lsb) >> D,  zeroed for tiny lanes, sign or-ed in. */
+typedef struct fastc {
+    uint32_t tiny, lo, hi, add;
+} fastc;
+
+static SIMD_INLINE fastc fast_consts(const sfmt t)
+{
+    const int D = 23 - t.m;
+    const uint32_t rebias = (uint32_t)(127 - t.bias) << 23;
+    const uint32_t tie = (t.maxfin << D) + rebias + (1u << (D - 1)); /* max finite + half ulp */
+    fastc c;
+    c.tiny = (uint32_t)(127 - t.bias - t.m) << 23;
+    c.lo = (uint32_t)(128 - t.bias) << 23;
+    c.hi = (t.maxfin & 1u) ? tie - 1u : tie;
+    c.add = (1u << (D - 1)) - 1u - rebias;
+    return c;
+}
+
+static SIMD_INLINE M norm_bad(V u, const fastc c)
+{
+    const V a = v_and(u, v_set1(0x7FFFFFFFu));
+    const M out = m_or(m_gt(v_set1(c.lo), a), m_gt(a, v_set1(c.hi)));
+    return m_and(out, m_gt(a, v_set1(c.tiny)));
+}
+
+static SIMD_INLINE V norm_fast(V u, const sfmt t, const fastc c)
+{
+    const int D = 23 - t.m;
+    const V a = v_and(u, v_set1(0x7FFFFFFFu));
+    const V q = v_srli(v_add(v_add(a, v_set1(c.add)), v_and(v_srli(a, D), v_set1(1u))), D);
+    const V sign = v_and(v_srli(u, 32 - t.bits), v_set1(1u << (t.bits - 1)));
+    return v_or(v_keep(m_gt(a, v_set1(c.tiny)), q), sign);
+}
+
+#ifdef MXP_SIMD_HW_F16
+/* The hardware's float32 bits; saturate: +-inf -> +-FLT_MAX (0x7F800000 - 1 = 0x7F7FFFFF). */
+static SIMD_INLINE V widen_hw_f16(V u, V infout)
+{
+    const V a = v_and(u, v_set1(0x7FFFFFFFu));
+    return v_sel(m_eq(a, v_set1(0x7F800000u)), v_or(infout, v_xor(u, a)), u);
+}
+#endif
+
 /* ---- loops ------------------------------------------------------------------------------ */
 
 static SIMD_INLINE void scalar_tail(mxp_dtype d, mxp_dtype s, int mode, void *dst, const void *src,
@@ -193,8 +271,21 @@ static SIMD_INLINE void scalar_tail(mxp_dtype d, mxp_dtype s, int mode, void *ds
  * multiple of 2^32 is split there (the few elements of a straddling block go to the scalar
  * kernel, which re-keys per element).
  */
+/* The general nearest-even path for one step (2*VL elements), kept out of the fast loop so that
+ * the fast path's constants stay in registers. */
+typedef void (*slow_fn)(unsigned char *d, const unsigned char *s, int sat);
+
+static SIMD_INLINE void narrow_slow2(unsigned char *d, const unsigned char *s, int sat, const sfmt t)
+{
+    const V over = v_set1(sat ? t.maxfin : t.fn ? 0x7Fu : t.inf), z = v_set1(0u);
+    const V x = narrow1(ld32(s), z, t, 0, over);
+    const V y = narrow1(ld32(s + 4 * VL), z, t, 0, over);
+    if (t.bits == 16) st16x2(d, x, y);
+    else st8x2(d, x, y);
+}
+
 static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
-                                    const sfmt t, int sr)
+                                    const sfmt t, int sr, slow_fn slow)
 {
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
@@ -204,11 +295,30 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
     size_t i = 0;
     if (!sr) {
         const V z = v_set1(0u);
+        (void)over;
+        const fastc c = fast_consts(t);
+        const int sat = a->saturate;
         for (; i + 2 * VL <= n; i += 2 * VL) {
-            const V x = narrow1(ld32(s + 4 * i), z, t, 0, over);
-            const V y = narrow1(ld32(s + 4 * i + 4 * VL), z, t, 0, over);
-            if (t.bits == 16) st16x2(d + 2 * i, x, y);
-            else st8x2(d + i, x, y);
+            V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
+#ifdef MXP_SIMD_HW_F16
+            if (t.dt == MXP_FLOAT16) {
+                hw_f16_st2(d + 2 * i, x, y, sat);
+                continue;
+            }
+#endif
+            if (t.bias == 127) {
+                if (!m_any(m_or(bf16_bad(x), bf16_bad(y)))) {
+                    st16x2(d + 2 * i, bf16_fast(x, z, 0, sat), bf16_fast(y, z, 0, sat));
+                    continue;
+                }
+            } else if (!m_any(m_or(norm_bad(x, c), norm_bad(y, c)))) {
+                x = norm_fast(x, t, c);
+                y = norm_fast(y, t, c);
+                if (t.bits == 16) st16x2(d + 2 * i, x, y);
+                else st8x2(d + i, x, y);
+                continue;
+            }
+            slow(d + ob * i, s + 4 * i, sat);
         }
     } else {
         while (i + 2 * VL <= n) {
@@ -232,8 +342,13 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
                 il = v_add(il, step);
                 const V r1 = sr_words(il, klo, khi);
                 il = v_add(il, step);
-                const V x = narrow1(ld32(s + 4 * i), r0, t, 1, over);
-                const V y = narrow1(ld32(s + 4 * i + 4 * VL), r1, t, 1, over);
+                const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
+                if (t.bias == 127 && !m_any(m_or(bf16_bad(u0), bf16_bad(u1)))) {
+                    st16x2(d + 2 * i, bf16_fast(u0, r0, 1, a->saturate), bf16_fast(u1, r1, 1, a->saturate));
+                    continue;
+                }
+                const V x = narrow1(u0, r0, t, 1, over);
+                const V y = narrow1(u1, r1, t, 1, over);
                 if (t.bits == 16) st16x2(d + 2 * i, x, y);
                 else st8x2(d + i, x, y);
             }
@@ -251,8 +366,14 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
     const size_t ib = (size_t)t.bits / 8;
     const V infout = v_set1(a->saturate ? 0x7F7FFFFFu : 0x7F800000u);
     size_t i = 0;
+#ifdef MXP_SIMD_HW_F16
+#define WIDEN_F16(off) (t.dt == MXP_FLOAT16 ? widen_hw_f16(hw_f16_ld(s + 2 * (off)), infout)       \
+                                            : widen1(ld16(s + 2 * (off)), t, infout))
+#else
+#define WIDEN_F16(off) widen1(ld16(s + 2 * (off)), t, infout)
+#endif
 #define WIDEN_ONE(off) (bf ? widen_bf16(ld16(s + 2 * (off)), infout)                           \
-                           : widen1(t.bits == 16 ? ld16(s + 2 * (off)) : ld8(s + (off)), t, infout))
+                           : t.bits == 16 ? WIDEN_F16(off) : widen1(ld8(s + (off)), t, infout))
 #ifdef MXP_SIMD_NT_STORE32
     if (n * 4 >= MXP_SIMD_NT_THRESHOLD) {
         /* Streaming stores need an aligned destination: plain stores up to the boundary. */
@@ -276,19 +397,29 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
         st32(d + 4 * i + 4 * VL, WIDEN_ONE(i + VL));
     }
 #undef WIDEN_ONE
+#undef WIDEN_F16
     scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d + 4 * i, s + ib * i, n - i, a, a->index0 + i);
 }
 
 /* ---- the kernels and their registration ------------------------------------------------- */
 
+#if defined(__GNUC__) || defined(__clang__)
+#define SIMD_NOINLINE __attribute__((noinline))
+#else
+#define SIMD_NOINLINE
+#endif
 #define SIMD_NARROW(name, F)                                                                   \
+    static SIMD_NOINLINE void name##_slow(unsigned char *d, const unsigned char *s, int sat)   \
+    {                                                                                          \
+        narrow_slow2(d, s, sat, F);                                                            \
+    }                                                                                          \
     static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
     {                                                                                          \
-        narrow_loop(dst, src, n, a, F, 0);                                                     \
+        narrow_loop(dst, src, n, a, F, 0, name##_slow);                                        \
     }                                                                                          \
     static void name##_sr(void *dst, const void *src, size_t n, const mxp__cvt_args *a)        \
     {                                                                                          \
-        narrow_loop(dst, src, n, a, F, 1);                                                     \
+        narrow_loop(dst, src, n, a, F, 1, name##_slow);                                        \
     }
 #define SIMD_WIDEN(name, F, bf)                                                                \
     static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \

@@ -1,0 +1,217 @@
+/*
+ * bench_convert.c - conversion throughput per ISA path, thread count and size, against memcpy.
+ *
+ * For each conversion (float32 <-> float16 / bfloat16 / float8, nearest-even and saturating,
+ * and float32 -> bfloat16 stochastic), each ISA table this CPU has (scalar, avx2, avx512, neon),
+ * 1 and 2 threads, and n in {2^12, 2^16, 2^20, 2^24, 2^26}: the median ns per element, the GB/s
+ * of bytes moved (read + written) and the ratio to the memcpy-equivalent baseline of
+ * bench_util.h (memcpy of (bytes_in + bytes_out) / 2, measured in the same run; ratio > 1 means
+ * faster than memcpy moving the same traffic).
+ *
+ * Threads are split the way src/convert.c splits them: contiguous chunks on 64-element
+ * boundaries, chunk 0 on the calling thread, one pthread started per other chunk per call (so
+ * thread start-up is part of the cost, as it is for mxp_convert_ex).
+ *
+ * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--scan]
+ *   --quick   n in {2^16, 2^26} only
+ *   --csv     one CSV row per measurement instead of the table
+ *   --isa     only this path (scalar, avx2, avx512, neon)
+ *   --scan    instead: 1 vs 2 threads for n = 2^13 .. 2^22 (the threading threshold)
+ * Not a test: numbers on a shared machine are noisy; read medians and ratios.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "kernels.h"
+#include "mixprec.h"
+
+typedef struct conv {
+    const char *name;
+    int dst, src, mode;
+    bool sat;
+} conv;
+
+static const conv convs[] = {
+    {"f32->f16", MXP_FLOAT16, MXP_FLOAT32, MXP__RNE, false},
+    {"f32->bf16", MXP_BFLOAT16, MXP_FLOAT32, MXP__RNE, false},
+    {"f16->f32", MXP_FLOAT32, MXP_FLOAT16, MXP__RNE, false},
+    {"bf16->f32", MXP_FLOAT32, MXP_BFLOAT16, MXP__RNE, false},
+    {"f32->e4m3fn", MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__RNE, false},
+    {"f32->e4m3fn sat", MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__RNE, true},
+    {"f32->e5m2", MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__RNE, false},
+    {"f32->e5m2 sat", MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__RNE, true},
+    {"e4m3fn->f32", MXP_FLOAT32, MXP_FLOAT8_E4M3FN, MXP__RNE, false},
+    {"e5m2->f32", MXP_FLOAT32, MXP_FLOAT8_E5M2, MXP__RNE, false},
+    {"f32->bf16 SR", MXP_BFLOAT16, MXP_FLOAT32, MXP__SR, false},
+};
+#define NCONVS (sizeof convs / sizeof convs[0])
+
+typedef struct work {
+    mxp__cvt_fn fn;
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t n, ib, ob;
+    mxp__cvt_args args;
+    int threads;
+} work;
+
+typedef struct part {
+    mxp__cvt_fn fn;
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t n;
+    mxp__cvt_args args;
+} part;
+
+static void *run_part(void *p)
+{
+    part *c = p;
+    c->fn(c->dst, c->src, c->n, &c->args);
+    return NULL;
+}
+
+/* One call, split like src/convert.c: contiguous 64-aligned chunks, chunk 0 here. */
+static void run_work(void *p)
+{
+    work *w = p;
+    if (w->threads <= 1) {
+        w->fn(w->dst, w->src, w->n, &w->args);
+    } else {
+        enum { MAXT = 16 };
+        part parts[MAXT];
+        pthread_t tid[MAXT];
+        bool started[MAXT];
+        int nt = w->threads < MAXT ? w->threads : MAXT;
+        size_t per = (w->n + (size_t)nt - 1) / (size_t)nt;
+        per = (per + 63) / 64 * 64;
+        int cnt = 0;
+        for (size_t b = 0; b < w->n && cnt < nt; b += per, cnt++) {
+            const size_t len = w->n - b > per ? per : w->n - b;
+            parts[cnt] = (part){w->fn, w->dst + b * w->ob, w->src + b * w->ib, len, w->args};
+            parts[cnt].args.index0 = w->args.index0 + b;
+        }
+        for (int t = 1; t < cnt; t++) started[t] = pthread_create(&tid[t], NULL, run_part, &parts[t]) == 0;
+        if (cnt > 0) run_part(&parts[0]);
+        for (int t = 1; t < cnt; t++) {
+            if (started[t]) pthread_join(tid[t], NULL);
+            else run_part(&parts[t]);
+        }
+    }
+    __asm__ __volatile__("" ::: "memory");
+}
+
+/* Source data: float32 values spread over [-8, 8] (plus the other formats converted from them). */
+static void fill_src(unsigned char *src, int dt, size_t n)
+{
+    uint64_t s = 88172645463325252ull;
+    float *f = malloc(4096 * sizeof *f);
+    unsigned char *tmp = malloc(4096 * 4);
+    if (!f || !tmp) {
+        free(f);
+        free(tmp);
+        memset(src, 0x3C, n * mxp_dtype_size((mxp_dtype)dt));
+        return;
+    }
+    for (int i = 0; i < 4096; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        f[i] = (float)((double)(s >> 11) * 0x1p-53 * 16.0 - 8.0);
+    }
+    const size_t sz = mxp_dtype_size((mxp_dtype)dt);
+    mxp_convert(tmp, (mxp_dtype)dt, f, MXP_FLOAT32, 4096);
+    for (size_t i = 0; i < n; i += 4096) memcpy(src + i * sz, tmp, (n - i < 4096 ? n - i : 4096) * sz);
+    free(f);
+    free(tmp);
+}
+
+/* memcpy-equivalent baselines, cached by traffic. */
+typedef struct mc {
+    size_t in, out;
+    double ns;
+} mc;
+static mc mc_cache[64];
+static int mc_count;
+static double memcpy_ns(size_t in, size_t out)
+{
+    for (int i = 0; i < mc_count; i++)
+        if (mc_cache[i].in == in && mc_cache[i].out == out) return mc_cache[i].ns;
+    const double ns = bu_memcpy_equiv_ns(in, out);
+    if (mc_count < 64) mc_cache[mc_count++] = (mc){in, out, ns};
+    return ns;
+}
+
+static bool csv;
+
+static void measure(const conv *c, const mxp__kernels *k, int threads, size_t n, unsigned char *dst,
+                    const unsigned char *src)
+{
+    const size_t ib = mxp_dtype_size((mxp_dtype)c->src), ob = mxp_dtype_size((mxp_dtype)c->dst);
+    work w = {k->cvt[c->dst][c->src][c->mode], dst, src, n, ib, ob, {c->sat, 42, 0}, threads};
+    const double ns = bu_time_median(run_work, &w);
+    const double base = memcpy_ns(n * ib, n * ob);
+    const double gbps = bu_gbps(n * (ib + ob), ns);
+    const double ratio = ns > 0 ? base / ns : 0;
+    if (csv) {
+        printf("%s,%s,%d,%zu,%.4f,%.2f,%.2f,%.3f\n", c->name, k->name, threads, n, ns / (double)n, gbps,
+               bu_gbps(n * (ib + ob), base), ratio);
+    } else {
+        printf("%-16s %-7s %2d  2^%-3d %9.4f %8.2f %8.2f %7.2fx\n", c->name, k->name, threads,
+               (int)__builtin_ctzll(n), ns / (double)n, gbps, bu_gbps(n * (ib + ob), base), ratio);
+    }
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    bool quick = false, scan = false;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (strcmp(argv[i], "--csv") == 0) csv = true;
+        else if (strcmp(argv[i], "--scan") == 0) scan = true;
+        else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) only = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--scan]\n", argv[0]);
+            return 2;
+        }
+    }
+    static const int full_sizes[] = {12, 16, 20, 24, 26}, quick_sizes[] = {16, 26},
+                     scan_sizes[] = {13, 14, 15, 16, 17, 18, 19, 20, 21, 22};
+    const int *sizes = scan ? scan_sizes : quick ? quick_sizes : full_sizes;
+    const int nsizes = scan ? 10 : quick ? 2 : 5;
+    const size_t maxn = (size_t)1 << sizes[nsizes - 1];
+
+    unsigned char *src = malloc(maxn * 4), *dst = malloc(maxn * 4);
+    if (!src || !dst) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    memset(dst, 0, maxn * 4);
+    if (csv) printf("conversion,isa,threads,n,ns_per_elem,gbps,memcpy_gbps,ratio_to_memcpy\n");
+    else {
+        printf("mixprec conversions; active path %s; GB/s = bytes read + written per second;\n"
+               "ratio = memcpy-equivalent time / conversion time (same traffic, same run)\n\n",
+               mxp_isa());
+        printf("%-16s %-7s %2s  %-5s %9s %8s %8s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
+               "GB/s", "memcpy", "ratio");
+    }
+    for (size_t ci = 0; ci < NCONVS; ci++) {
+        const conv *c = &convs[ci];
+        if (scan && ci != 1 && ci != 2) continue; /* f32->bf16 and f16->f32 tell the threshold */
+        fill_src(src, c->src, maxn);
+        for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
+            const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
+            if (!k || (only && strcmp(only, k->name) != 0)) continue;
+            if (scan && isa == MXP__ISA_SCALAR && !only) continue;
+            for (int si = 0; si < nsizes; si++)
+                for (int th = 1; th <= 2; th++) measure(c, k, th, (size_t)1 << sizes[si], dst, src);
+        }
+    }
+    free(src);
+    free(dst);
+    return 0;
+}
