@@ -127,9 +127,12 @@ MXP_API bool mxp_all_finite(const void *x, mxp_dtype dtype, size_t n);
  * (subnormals kept; overflow gives inf, NaN for float8_e4m3fn); a float64 product for float64.
  * Returns false when any input or any result is non-finite, true otherwise (n == 0: true).
  * Every element is processed, also after a non-finite one.
- * Results do not depend on the CPU's flush-to-zero / denormals-are-zero modes or on the ISA
- * path; NaN results: float32/float64 keep an input NaN (quieted), else a NaN scale's, else the
- * x86 default NaN (0xFFC00000); narrower dtypes get the canonical quiet NaN with that NaN's sign.
+ * Results are those of the default IEEE environment whatever the CPU's flush-to-zero /
+ * denormals-are-zero modes or rounding direction, and the same bits on every ISA path.
+ * NaN results: float32/float64 keep an input NaN (quieted), else the NaN scale's (quieted),
+ * else (0 * inf) the x86 default NaN, sign set (0xFFC00000 / 0xFFF8000000000000); narrower
+ * dtypes get their canonical quiet NaN with the sign of that float32 NaN (float16 0x7E00,
+ * bfloat16 0x7FC0, e5m2 0x7E, e4m3fn 0x7F, sign bit added).
  * Any alignment. scale is not validated (0 gives inv = inf, NaN gives NaN: both return false
  * for n > 0).
  * Returns false without touching x when x is NULL with n > 0 or dtype is not floating.
