@@ -58,6 +58,17 @@ PRIM void st16x2(void *p, V x, V y)
     const V w = _mm256_permute4x64_epi64(_mm256_packus_epi32(x, y), 0xD8);
     _mm256_storeu_si256((__m256i *)p, w);
 }
+PRIM void st16x2_nt(void *p, V x, V y)
+{
+    _mm256_stream_si256((__m256i *)p, _mm256_permute4x64_epi64(_mm256_packus_epi32(x, y), 0xD8));
+}
+PRIM __m128i pack8x2(V x, V y)
+{
+    const V w = _mm256_packus_epi32(x, y);
+    const V b = _mm256_packus_epi16(w, w);
+    return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5)));
+}
+PRIM void st8x2_nt(void *p, V x, V y) { _mm_stream_si128((__m128i *)p, pack8x2(x, y)); }
 PRIM void st8x2(void *p, V x, V y)
 {
     /* words [x0-3 y0-3 | x4-7 y4-7] -> bytes, dwords 0:x0-3 1:y0-3 4:x4-7 5:y4-7 */
@@ -74,7 +85,7 @@ PRIM V v_keep(M m, V x) { return _mm256_and_si256(m, x); }
 /* F16C, nearest-even from the immediate (MXCSR.RC ignored); see cvt_simd_impl.h for why its
  * results equal the reference's (FTZ ignored, NaN pattern identical). */
 #define MXP_SIMD_HW_F16 1
-PRIM void hw_f16_st2(void *p, V x, V y, int sat)
+PRIM void hw_f16_st2(void *p, V x, V y, int sat, int nt)
 {
     const __m128i hx = _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_NEAREST_INT);
     const __m128i hy = _mm256_cvtps_ph(_mm256_castsi256_ps(y), _MM_FROUND_TO_NEAREST_INT);
@@ -84,15 +95,20 @@ PRIM void hw_f16_st2(void *p, V x, V y, int sat)
                                          _mm256_set1_epi16(0x7C00));
         h = _mm256_add_epi16(h, inf);
     }
-    _mm256_storeu_si256((__m256i *)p, h);
+    if (nt) _mm256_stream_si256((__m256i *)p, h);
+    else _mm256_storeu_si256((__m256i *)p, h);
 }
 PRIM V hw_f16_ld(const void *p)
 {
     return _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
 }
 
-/* Streaming stores for widening kernels writing more than this many bytes (bench/RESULTS.md). */
-#define MXP_SIMD_NT_THRESHOLD ((size_t)8 << 20)
+/* Streaming stores when one call reads + writes at least this many bytes: measured here
+ * (Zen 3, 32 MB L3) float16 -> float32 streams 2x faster at 2^22 elements (24 MB) and 1.3x
+ * slower at 2^21 (12 MB, still cache-resident); see bench/RESULTS.md. */
+#ifndef MXP_SIMD_NT_THRESHOLD
+#define MXP_SIMD_NT_THRESHOLD ((size_t)24 << 20)
+#endif
 #define MXP_SIMD_NT_STORE32(p, x) _mm256_stream_si256((__m256i *)(void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()
 

@@ -55,6 +55,16 @@ PRIM void st16x2(void *p, V x, V y)
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(x)); /* VPMOVDW: truncate */
     _mm256_storeu_si256((__m256i *)((char *)p + 32), _mm512_cvtepi32_epi16(y));
 }
+PRIM void st16x2_nt(void *p, V x, V y)
+{
+    _mm512_stream_si512(p, _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(x)),
+                                              _mm512_cvtepi32_epi16(y), 1));
+}
+PRIM void st8x2_nt(void *p, V x, V y)
+{
+    _mm256_stream_si256((__m256i *)p, _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(x)),
+                                                              _mm512_cvtepi32_epi8(y), 1));
+}
 PRIM void st8x2(void *p, V x, V y)
 {
     _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8(x)); /* VPMOVDB: truncate */
@@ -67,7 +77,7 @@ PRIM V v_keep(M m, V x) { return _mm512_maskz_mov_epi32(m, x); }
 
 /* AVX512F VCVTPS2PH / VCVTPH2PS: the same operation as F16C's (cvt_avx2.c, tested there). */
 #define MXP_SIMD_HW_F16 1
-PRIM void hw_f16_st2(void *p, V x, V y, int sat)
+PRIM void hw_f16_st2(void *p, V x, V y, int sat, int nt)
 {
     const __m256i hx = _mm512_cvtps_ph(_mm512_castsi512_ps(x), _MM_FROUND_TO_NEAREST_INT);
     const __m256i hy = _mm512_cvtps_ph(_mm512_castsi512_ps(y), _MM_FROUND_TO_NEAREST_INT);
@@ -77,14 +87,18 @@ PRIM void hw_f16_st2(void *p, V x, V y, int sat)
                                                       _mm512_set1_epi16(0x7C00));
         h = _mm512_mask_sub_epi16(h, inf, h, _mm512_set1_epi16(1));
     }
-    _mm512_storeu_si512(p, h);
+    if (nt) _mm512_stream_si512(p, h);
+    else _mm512_storeu_si512(p, h);
 }
 PRIM V hw_f16_ld(const void *p)
 {
     return _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));
 }
 
-#define MXP_SIMD_NT_THRESHOLD ((size_t)8 << 20)
+/* Streaming-store threshold: as cvt_avx2.c (bytes read + written by one call). */
+#ifndef MXP_SIMD_NT_THRESHOLD
+#define MXP_SIMD_NT_THRESHOLD ((size_t)24 << 20)
+#endif
 #define MXP_SIMD_NT_STORE32(p, x) _mm512_stream_si512((void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()
 

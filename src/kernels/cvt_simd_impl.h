@@ -35,15 +35,18 @@
  *   m_or(m1, m2) m_and(m1, m2)   lane masks combined;  m_any(m): true when any lane is set
  *   v_keep(m, x)            m ? x : 0 per lane
  * and may define MXP_SIMD_HW_F16 with
- *   hw_f16_st2(p, x, y, sat)  2*VL float32 (bits x, y) -> float16 nearest-even at p by the
+ *   hw_f16_st2(p, x, y, sat, nt)  2*VL float32 (bits x, y) -> float16 nearest-even at p by the
  *                             hardware (F16C VCVTPS2PH: FTZ ignored, DAZ only zeroes float32
  *                             subnormals, which round to +-0 anyway, NaN -> S 11111 1 payload,
- *                             exactly the reference's pattern); sat: +-inf results -> +-max
+ *                             exactly the reference's pattern); sat: +-inf results -> +-max;
+ *                             nt: a streaming store (p aligned to 4*VL bytes)
  *   hw_f16_ld(p)              VL float16 at p -> float32 bits (VCVTPH2PS: exact, DAZ ignored,
  *                             NaN quieted with the payload zero-filled = the reference)
- * and may define MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size)
- * with MXP_SIMD_NT_THRESHOLD (bytes written above which widening kernels stream) and
- * MXP_SIMD_NT_FENCE().
+ * and may define MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size),
+ * st16x2_nt / st8x2_nt (as st16x2 / st8x2, p aligned to 4*VL / 2*VL bytes), with
+ * MXP_SIMD_NT_THRESHOLD (bytes read + written by one call above which it streams its output:
+ * once source and destination no longer fit in the last-level cache, streaming saves the
+ * read-for-ownership of every destination line) and MXP_SIMD_NT_FENCE().
  */
 #ifndef MIXPREC_CVT_SIMD_IMPL_H
 #define MIXPREC_CVT_SIMD_IMPL_H
@@ -271,6 +274,22 @@ static SIMD_INLINE void scalar_tail(mxp_dtype d, mxp_dtype s, int mode, void *ds
  * multiple of 2^32 is split there (the few elements of a straddling block go to the scalar
  * kernel, which re-keys per element).
  */
+/* Store 2*VL narrow results (low `bits` of each lane), streaming when nt. */
+static SIMD_INLINE void st_narrow2(unsigned char *p, V x, V y, int bits, int nt)
+{
+#ifdef MXP_SIMD_NT_STORE32
+    if (nt) {
+        if (bits == 16) st16x2_nt(p, x, y);
+        else st8x2_nt(p, x, y);
+        return;
+    }
+#else
+    (void)nt;
+#endif
+    if (bits == 16) st16x2(p, x, y);
+    else st8x2(p, x, y);
+}
+
 /* The general nearest-even path for one step (2*VL elements), kept out of the fast loop so that
  * the fast path's constants stay in registers. */
 typedef void (*slow_fn)(unsigned char *d, const unsigned char *s, int sat);
@@ -293,6 +312,16 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
     const V over = v_set1(a->saturate ? t.maxfin : t.fn ? 0x7Fu : t.inf);
     const int mode = sr ? MXP__SR : MXP__RNE;
     size_t i = 0;
+    int nt = 0;
+#ifdef MXP_SIMD_NT_STORE32
+    if (n * (4 + ob) >= MXP_SIMD_NT_THRESHOLD && (uintptr_t)d % ob == 0) {
+        /* streaming stores need an aligned destination: the reference up to the boundary */
+        const size_t align = 2 * VL * ob;
+        i = (align - (uintptr_t)d % align) % align / ob; /* < 2*VL <= n */
+        scalar_tail(t.dt, MXP_FLOAT32, mode, d, s, i, a, a->index0);
+        nt = 1;
+    }
+#endif
     if (!sr) {
         const V z = v_set1(0u);
         (void)over;
@@ -302,20 +331,17 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
             V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
 #ifdef MXP_SIMD_HW_F16
             if (t.dt == MXP_FLOAT16) {
-                hw_f16_st2(d + 2 * i, x, y, sat);
+                hw_f16_st2(d + 2 * i, x, y, sat, nt);
                 continue;
             }
 #endif
             if (t.bias == 127) {
                 if (!m_any(m_or(bf16_bad(x), bf16_bad(y)))) {
-                    st16x2(d + 2 * i, bf16_fast(x, z, 0, sat), bf16_fast(y, z, 0, sat));
+                    st_narrow2(d + 2 * i, bf16_fast(x, z, 0, sat), bf16_fast(y, z, 0, sat), 16, nt);
                     continue;
                 }
             } else if (!m_any(m_or(norm_bad(x, c), norm_bad(y, c)))) {
-                x = norm_fast(x, t, c);
-                y = norm_fast(y, t, c);
-                if (t.bits == 16) st16x2(d + 2 * i, x, y);
-                else st8x2(d + i, x, y);
+                st_narrow2(d + ob * i, norm_fast(x, t, c), norm_fast(y, t, c), t.bits, nt);
                 continue;
             }
             slow(d + ob * i, s + 4 * i, sat);
@@ -326,8 +352,13 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
             const uint32_t lo = (uint32_t)idx;
             const uint64_t room = 0x100000000ull - lo; /* indices before the low half wraps */
             if (room < 2 * VL) {
-                scalar_tail(t.dt, MXP_FLOAT32, mode, d + ob * i, s + 4 * i, (size_t)room, a, idx);
-                i += (size_t)room;
+                /* the reference takes the straddling elements (and, when streaming, a few more
+                 * so that the destination stays aligned for the streaming stores) */
+                size_t cnt = (size_t)room;
+                while (nt && ((uintptr_t)(d + ob * (i + cnt)) % (2 * VL * ob)) != 0) cnt++;
+                if (cnt > n - i) cnt = n - i;
+                scalar_tail(t.dt, MXP_FLOAT32, mode, d + ob * i, s + 4 * i, cnt, a, idx);
+                i += cnt;
                 continue;
             }
             size_t cnt = n - i;
@@ -344,16 +375,18 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
                 il = v_add(il, step);
                 const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
                 if (t.bias == 127 && !m_any(m_or(bf16_bad(u0), bf16_bad(u1)))) {
-                    st16x2(d + 2 * i, bf16_fast(u0, r0, 1, a->saturate), bf16_fast(u1, r1, 1, a->saturate));
+                    st_narrow2(d + 2 * i, bf16_fast(u0, r0, 1, a->saturate),
+                               bf16_fast(u1, r1, 1, a->saturate), 16, nt);
                     continue;
                 }
-                const V x = narrow1(u0, r0, t, 1, over);
-                const V y = narrow1(u1, r1, t, 1, over);
-                if (t.bits == 16) st16x2(d + 2 * i, x, y);
-                else st8x2(d + i, x, y);
+                st_narrow2(d + ob * i, narrow1(u0, r0, t, 1, over), narrow1(u1, r1, t, 1, over),
+                           t.bits, nt);
             }
         }
     }
+#ifdef MXP_SIMD_NT_STORE32
+    if (nt) MXP_SIMD_NT_FENCE();
+#endif
     scalar_tail(t.dt, MXP_FLOAT32, mode, d + ob * i, s + 4 * i, n - i, a, a->index0 + i);
 }
 
@@ -375,7 +408,7 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 #define WIDEN_ONE(off) (bf ? widen_bf16(ld16(s + 2 * (off)), infout)                           \
                            : t.bits == 16 ? WIDEN_F16(off) : widen1(ld8(s + (off)), t, infout))
 #ifdef MXP_SIMD_NT_STORE32
-    if (n * 4 >= MXP_SIMD_NT_THRESHOLD) {
+    if (n * (4 + ib) >= MXP_SIMD_NT_THRESHOLD) {
         /* Streaming stores need an aligned destination: plain stores up to the boundary. */
         const size_t align = 4 * VL;
         if ((uintptr_t)d % 4 == 0) {
