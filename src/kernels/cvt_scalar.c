@@ -422,6 +422,51 @@ static ALWAYS_INLINE void loop_small_from_f32(void *dst, const void *src, size_t
     }
 }
 
+/*
+ * Nearest-even float32 -> float16 / e4m3fn / e5m2 in blocks of 256, in two passes, so that the
+ * first pass has no branches and compilers vectorise it even for baseline SSE2:
+ *  1. every element gets the result of the constant-shift cases of small_from_f32 - normal
+ *     range, overflow and infinity, and the magnitudes that round to a signed zero - selected
+ *     without branches; the pass also notes whether any element is a NaN or lies in the
+ *     target's subnormal range (whose variable shift it cannot do);
+ *  2. only when one does, those elements are redone by the general path.
+ * saturate is a compile-time constant of each instantiation (fewer live registers).
+ */
+static ALWAYS_INLINE bool needs_general_rne(uint32_t u, fmt t)
+{
+    const uint32_t a = u & 0x7FFFFFFFu;
+    /* bitwise & and |, not && and ||: no branches in the vectorised pass */
+    return ((a > ((uint32_t)(127 - t.bias - t.m) << 23)) & (a < ((uint32_t)(128 - t.bias) << 23))) |
+           (a > 0x7F800000u);
+}
+
+static ALWAYS_INLINE void loop_small_from_f32_rne(void *dst, const void *src, size_t n, fmt t, bool sat)
+{
+    const uint32_t over = sat ? (uint32_t)t.maxfin : t.fn ? 0x7Fu : (uint32_t)t.inf;
+    const uint32_t lo = (uint32_t)(128 - t.bias) << 23;  /* 2^(1 - B) */
+    const uint32_t top = (uint32_t)(128 + t.emax) << 23; /* 2^(emax + 1) */
+    const unsigned d = (unsigned)(23 - t.m);
+    for (size_t b = 0; b < n; b += 256) {
+        const size_t m = n - b < 256 ? n - b : 256;
+        unsigned general = 0;
+        for (size_t i = b; i < b + m; i++) {
+            const uint32_t u = (uint32_t)ld(src, i, 32);
+            const uint32_t x = u & 0x7FFFFFFFu;
+            const uint32_t v = x - ((uint32_t)(127 - t.bias) << 23);
+            const uint32_t bits = (v + (1u << (d - 1)) - 1u + ((v >> d) & 1u)) >> d;
+            const uint32_t mag = ((x - lo < top - lo) & (bits <= t.maxfin)) ? bits : x >= lo ? over : 0u;
+            general |= needs_general_rne(u, t);
+            st(dst, i, t.bits, ((u >> 31) << (t.bits - 1)) | mag);
+        }
+        if (general) {
+            for (size_t i = b; i < b + m; i++) {
+                const uint32_t u = (uint32_t)ld(src, i, 32);
+                if (needs_general_rne(u, t)) st(dst, i, t.bits, small_from_f32_any(u, t, false, 0, sat));
+            }
+        }
+    }
+}
+
 static ALWAYS_INLINE void loop_bf16_from_f32(void *dst, const void *src, size_t n,
                                              const mxp__cvt_args *a, bool sr)
 {
@@ -497,7 +542,8 @@ static ALWAYS_INLINE void loop_copy(void *dst, const void *src, size_t n, const 
 #define DEF_SMALL_FROM_F32(D)                                                                  \
     static void cvt_##D##_F32(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
     {                                                                                          \
-        loop_small_from_f32(dst, src, n, a, FMT_##D, false);                                   \
+        if (a->saturate) loop_small_from_f32_rne(dst, src, n, FMT_##D, true);                  \
+        else loop_small_from_f32_rne(dst, src, n, FMT_##D, false);                             \
     }                                                                                          \
     static void cvt_##D##_F32_sr(void *dst, const void *src, size_t n, const mxp__cvt_args *a) \
     {                                                                                          \
