@@ -41,24 +41,21 @@ mxp_loss_scale mxp_loss_scale_dynamic(float initial_scale)
     return make(MXP_LOSS_SCALE_DYNAMIC, initial_scale, 1.0f);
 }
 
-/* NULL when s is valid, else a static description of the first broken rule. */
+/* NULL when s is valid, else a static description of the first broken rule. The rules are
+ * DESIGN.md's, for every kind (a static or no-op state carries the same fields), plus
+ * 0 <= counter < period for a dynamic one (adjust relies on it). */
 static const char *invalid_reason(const mxp_loss_scale *s)
 {
-    switch (s->kind) {
-    case MXP_LOSS_SCALE_NOOP:
-        return s->scale == 1.0f ? NULL : "scale must be 1 for a noop loss scale";
-    case MXP_LOSS_SCALE_STATIC:
-        return isfinite(s->scale) && s->scale > 0.0f ? NULL : "scale must be finite and > 0";
-    case MXP_LOSS_SCALE_DYNAMIC: break;
-    default: return "kind must be noop, static or dynamic";
-    }
+    if ((unsigned)s->kind > MXP_LOSS_SCALE_DYNAMIC) return "kind must be noop, static or dynamic";
     if (s->period < 1) return "period must be >= 1";
-    if (s->counter < 0 || s->counter >= s->period) return "counter must be in 0 .. period-1";
     if (!(isfinite(s->factor) && s->factor > 1.0f)) return "factor must be finite and > 1";
     if (!(isfinite(s->scale) && s->scale > 0.0f)) return "scale must be finite and > 0";
+    if (s->kind == MXP_LOSS_SCALE_NOOP && s->scale != 1.0f) return "scale must be 1 for a noop loss scale";
     if (!(s->min_scale >= 0.0f)) return "min_scale must be >= 0";
     if (!(s->min_scale <= s->scale)) return "min_scale must be <= scale";
     if (!(s->scale <= s->max_scale)) return "max_scale must be >= scale";
+    if (s->kind == MXP_LOSS_SCALE_DYNAMIC && (s->counter < 0 || s->counter >= s->period))
+        return "counter must be in 0 .. period-1";
     return NULL;
 }
 

@@ -249,9 +249,16 @@ static void test_validity(void **state)
     BAD(b.kind = (mxp_loss_scale_kind)9, "kind must");
     good = mxp_loss_scale_noop();
     BAD(b.scale = 2.0f, "scale must");
+    BAD(b.max_scale = 0.5f, "max_scale must");
     good = mxp_loss_scale_static(4.0f);
     BAD(b.scale = 0.0f, "scale must");
     BAD(b.scale = INFINITY, "scale must");
+    BAD(b.factor = 1.0f, "factor must"); /* DESIGN's rules hold for every kind */
+    BAD(b.min_scale = 8.0f, "min_scale must");
+    BAD(b.period = 0, "period must");
+    b = good;
+    b.counter = 12345; /* the counter only matters to a dynamic scale */
+    assert_true(mxp_loss_scale_is_valid(b));
 #undef BAD
     assert_int_equal(mxp_loss_scale_validate(NULL), MXP_EINVAL);
     /* dynamic with initial scale below the default min 1 is invalid (jmp would clamp later) */

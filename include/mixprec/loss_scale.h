@@ -59,8 +59,9 @@ MXP_API mxp_loss_scale mxp_loss_scale_noop(void);
 
 /**
  * A static loss scale: kind STATIC, the given scale, counter 0, period 2000, factor 2,
- * min_scale 0, max_scale +inf. adjust returns it unchanged. The result is valid exactly when
- * scale is finite and > 0 (check with mxp_loss_scale_validate). Thread-safety: safe.
+ * min_scale 0, max_scale +inf (unused by a static scale, but valid values). adjust returns it
+ * unchanged. The result is valid exactly when scale is finite and > 0 (check with
+ * mxp_loss_scale_validate). Thread-safety: safe.
  */
 MXP_API mxp_loss_scale mxp_loss_scale_static(float scale);
 
@@ -86,9 +87,10 @@ MXP_API mxp_loss_scale mxp_loss_scale_adjust(mxp_loss_scale s, bool grads_finite
 
 /**
  * MXP_OK when s is a valid state, else MXP_EINVAL with a message naming the first bad field.
- * Valid: NOOP: scale == 1. STATIC: scale finite and > 0. DYNAMIC: period >= 1,
- * 0 <= counter < period, factor finite and > 1, 0 <= min_scale <= scale <= max_scale,
- * scale finite and > 0 (max_scale may be +inf). NaN anywhere it is checked is invalid.
+ * Valid (every kind): period >= 1, factor finite and > 1, scale finite and > 0,
+ * 0 <= min_scale <= scale <= max_scale (max_scale may be +inf); NOOP also needs scale == 1,
+ * DYNAMIC also 0 <= counter < period. NaN anywhere is invalid. The constructors' defaults
+ * (period 2000, factor 2, min_scale 1 / 0 for STATIC, max_scale +inf) satisfy the rules.
  * @retval MXP_EINVAL  s is NULL, the kind is unknown, or a rule above fails
  * Thread-safety: safe.
  */
