@@ -335,6 +335,13 @@ static void test_unscale_exhaustive_narrow(void **state)
             float inv = (float)(1.0 / (double)test_scales[s]);
             check_unscale(ds[t], src, n, inv, s % 3, "all patterns");
         }
+        /* inv values (passed straight to the kernels) that land products exactly on the
+         * overflow ties: e4m3fn 16 * 29 = 464 (-> 448), e5m2 4096 * 15 = 61440 (-> inf),
+         * float16 65504 * (1 + 2^-12) ~ 65520 (-> inf), and one ulp either side */
+        static const float invs[] = {29.0f, 0x1.cffffep+4f, 0x1.d00002p+4f, 15.0f, 0x1.dffffep+3f,
+                                     0x1.e00002p+3f, 0x1.002p+0f, 0x1.001ffep+0f, 0x1.002002p+0f};
+        for (size_t s = 0; s < sizeof invs / sizeof invs[0]; s++)
+            check_unscale(ds[t], src, n, invs[s], 0, "overflow ties");
         free(src);
     }
 }

@@ -361,10 +361,30 @@ static inline uint16_t narrow_f16(uint32_t y)
     return (uint16_t)((y >> 16 & 0x8000u) | ((m + 0xFFFu + ((m >> 13) & 1u)) >> 13));
 }
 
+/* float8: e5m2 is the top byte of a float16, so it widens through widen_f16. Rounding into
+ * either float8 uses the float16 trick with the float8's bias (e5m2: 15, rebias 112 << 23;
+ * e4m3fn: 7, rebias 120 << 23) and 21 / 20 dropped bits, inside the normal range up to the
+ * last value that does not overflow (e5m2: below 61440, which ties up to inf; e4m3fn: up to
+ * 464, which ties down to 448; above it the carry makes 0x7F, the NaN, as it should). */
 static inline uint32_t widen_e4m3(uint8_t v) { return widen_to_f32(v, &E4M3); }
-static inline uint8_t narrow_e4m3(uint32_t y) { return (uint8_t)narrow_from_f32(y, &E4M3); }
-static inline uint32_t widen_e5m2(uint8_t v) { return widen_to_f32(v, &E5M2); }
-static inline uint8_t narrow_e5m2(uint32_t y) { return (uint8_t)narrow_from_f32(y, &E5M2); }
+
+static inline uint8_t narrow_e4m3(uint32_t y)
+{
+    uint32_t a = y & 0x7FFFFFFFu;
+    if (a < 0x3C800000u || a > 0x43E80000u) return (uint8_t)narrow_from_f32(y, &E4M3);
+    uint32_t m = a - 0x3C000000u;
+    return (uint8_t)((y >> 24 & 0x80u) | ((m + 0x7FFFFu + ((m >> 20) & 1u)) >> 20));
+}
+
+static inline uint32_t widen_e5m2(uint8_t v) { return widen_f16((uint16_t)(v << 8)); }
+
+static inline uint8_t narrow_e5m2(uint32_t y)
+{
+    uint32_t a = y & 0x7FFFFFFFu;
+    if (a < 0x38800000u || a >= 0x47700000u) return (uint8_t)narrow_from_f32(y, &E5M2);
+    uint32_t m = a - 0x38000000u;
+    return (uint8_t)((y >> 24 & 0x80u) | ((m + 0xFFFFFu + ((m >> 21) & 1u)) >> 21));
+}
 
 #define UNSCALE_NARROW(NAME, T, WIDEN, NARROW, NONFINITE)                                       \
     static bool NAME(void *x, size_t n, float inv)                                               \
