@@ -143,28 +143,53 @@ static ALWAYS_INLINE int clz32(uint32_t x)
 
 /* ---- 2. stochastic-rounding words ------------------------------------------------------- */
 
-/* r for element index idx = index0 + i, one call after another. The key depends on the high
- * half of the index only, so it is recomputed when the low half wraps to 0 (a direct caller
- * may straddle a multiple of 2^32; mxp_convert_ex never does). */
-typedef struct srgen {
-    uint64_t seed;
-    uint64_t idx;
-    uint64_t key;
-} srgen;
+/*
+ * The random words of a block of up to SR_BLOCK elements starting at element i of a call:
+ * r[j] = mxp__sr_bits(seed, index0 + i + j). The block is cut short at the next multiple of
+ * 2^32 in the index (a direct caller may straddle one; mxp_convert_ex never does), so one key
+ * serves the whole block and the fill loop is a plain hash of consecutive counters, which
+ * compilers vectorise. Returns the block length (>= 1 when i < n).
+ */
+enum { SR_BLOCK = 256 };
 
-static ALWAYS_INLINE srgen sr_start(const mxp__cvt_args *a)
+static ALWAYS_INLINE size_t sr_fill(const mxp__cvt_args *a, size_t i, size_t n, uint32_t *r)
 {
-    srgen g = {a->seed, a->index0, mxp__sr_key(a->seed, (uint32_t)(a->index0 >> 32))};
-    return g;
+    const uint64_t idx = a->index0 + (uint64_t)i;
+    size_t m = n - i < SR_BLOCK ? n - i : SR_BLOCK;
+    const uint64_t to_wrap = ((idx | 0xFFFFFFFFull) + 1u) - idx; /* mod 2^64: also at the top */
+    if (to_wrap < m) m = (size_t)to_wrap;
+    const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
+    const uint32_t lo = (uint32_t)idx;
+    for (size_t j = 0; j < m; j++) r[j] = mxp__sr_bits_k(key, lo + (uint32_t)j);
+    return m;
 }
 
-static ALWAYS_INLINE uint32_t sr_next(srgen *g)
-{
-    if ((uint32_t)g->idx == 0) g->key = mxp__sr_key(g->seed, (uint32_t)(g->idx >> 32));
-    uint32_t r = mxp__sr_bits_k(g->key, (uint32_t)g->idx);
-    g->idx++;
-    return r;
-}
+/*
+ * Loop skeleton: out[i] = CONVERT(in[i], r) for i in [0, n), with r = the random word of
+ * element i when sr, else 0. CONVERT is an expression of the locals x (the loaded element)
+ * and r.
+ */
+#define CVT_LOOP(dst_bits, src_bits, sr, CONVERT)                                              \
+    do {                                                                                       \
+        if (!(sr)) {                                                                           \
+            for (size_t i = 0; i < n; i++) {                                                   \
+                const uint64_t x = ld(src, i, (src_bits));                                     \
+                const uint32_t r = 0;                                                          \
+                st(dst, i, (dst_bits), (CONVERT));                                             \
+            }                                                                                  \
+            break;                                                                             \
+        }                                                                                      \
+        uint32_t rs[SR_BLOCK];                                                                 \
+        for (size_t b = 0; b < n;) {                                                           \
+            const size_t m = sr_fill(a, b, n, rs);                                             \
+            for (size_t j = 0; j < m; j++) {                                                   \
+                const uint64_t x = ld(src, b + j, (src_bits));                                 \
+                const uint32_t r = rs[j];                                                      \
+                st(dst, b + j, (dst_bits), (CONVERT));                                         \
+            }                                                                                  \
+            b += m;                                                                            \
+        }                                                                                      \
+    } while (0)
 
 /* ---- 3. dedicated kernels for the hot pairs --------------------------------------------- */
 
@@ -403,23 +428,15 @@ static ALWAYS_INLINE uint64_t encode(unpacked u, fmt t, bool sr, uint32_t r, boo
 static ALWAYS_INLINE void loop_generic(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
                                        fmt dt, fmt stp, bool sr)
 {
-    srgen g = sr_start(a);
     const bool sat = a->saturate;
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t r = sr ? sr_next(&g) : 0;
-        st(dst, i, dt.bits, encode(decode(ld(src, i, stp.bits), stp), dt, sr, r, sat));
-    }
+    CVT_LOOP(dt.bits, stp.bits, sr, encode(decode(x, stp), dt, sr, r, sat));
 }
 
 static ALWAYS_INLINE void loop_small_from_f32(void *dst, const void *src, size_t n,
                                               const mxp__cvt_args *a, fmt dt, bool sr)
 {
-    srgen g = sr_start(a);
     const bool sat = a->saturate;
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t r = sr ? sr_next(&g) : 0;
-        st(dst, i, dt.bits, small_from_f32((uint32_t)ld(src, i, 32), dt, sr, r, sat));
-    }
+    CVT_LOOP(dt.bits, 32, sr, small_from_f32((uint32_t)x, dt, sr, r, sat));
 }
 
 /*
@@ -470,12 +487,8 @@ static ALWAYS_INLINE void loop_small_from_f32_rne(void *dst, const void *src, si
 static ALWAYS_INLINE void loop_bf16_from_f32(void *dst, const void *src, size_t n,
                                              const mxp__cvt_args *a, bool sr)
 {
-    srgen g = sr_start(a);
     const bool sat = a->saturate;
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t r = sr ? sr_next(&g) : 0;
-        st(dst, i, 16, bf16_from_f32((uint32_t)ld(src, i, 32), sr, r, sat));
-    }
+    CVT_LOOP(16, 32, sr, bf16_from_f32((uint32_t)x, sr, r, sat));
 }
 
 static ALWAYS_INLINE void loop_f32_from_small(void *dst, const void *src, size_t n,
