@@ -7,7 +7,8 @@
  *    off and on through the scalar table, and saturate off through the public mxp_convert
  *    (the active ISA path); checked as runs between precomputed rounding boundaries, so the
  *    check costs far less than the conversions;
- *  - stochastic rounding of float32 on a strided sample of patterns, every narrow target;
+ *  - stochastic rounding of float32 on a strided sample of patterns, every narrow target,
+ *    every ISA this CPU has;
  *  - every float16 / bfloat16 / float8 pattern to all six floating dtypes (decode to float32
  *    and float64 included), nearest-even with and without saturate and stochastic with three
  *    seeds, on every ISA this CPU has;
@@ -175,13 +176,14 @@ static void test_f32_stochastic_sample(void **state)
 {
     (void)state;
     const double t0 = now_s();
-    const mxp__kernels *sk = mxp__kernels_for(MXP__ISA_SCALAR);
     const size_t n = (size_t)1 << 20;
     const uint32_t stride = 4093; /* prime: every exponent and mantissa bit pattern visits */
     uint32_t *src = malloc(n * sizeof *src);
     uint16_t *out = malloc(n * sizeof *out);
+    uint16_t *want = malloc(n * sizeof *want);
     assert_non_null(src);
     assert_non_null(out);
+    assert_non_null(want);
     uint64_t checked = 0;
     for (int j = 0; j < NTARGETS; j++) {
         const mxp_dtype d = narrow_targets[j];
@@ -192,26 +194,32 @@ static void test_f32_stochastic_sample(void **state)
             for (uint64_t p = start; p < (1ull << 32) && cnt < n; p += stride) src[cnt++] = (uint32_t)p;
             for (int sat = 0; sat < 2; sat++) {
                 const mxp__cvt_args a = {sat != 0, 0xC0FFEEull + start, start};
-                sk->cvt[d][MXP_FLOAT32][MXP__SR](out, src, cnt, &a);
-                for (size_t i = 0; i < cnt; i++) {
-                    const uint32_t r = mxp__sr_bits(a.seed, a.index0 + i);
-                    const uint64_t want = ref_convert(&t, d, MXP_FLOAT32, src[i], sat != 0, true, r);
-                    const uint64_t got = ref_load(out, i, d);
-                    if (got != want)
-                        fail_msg("stochastic float32 -> %s (saturate %d): input 0x%08X r 0x%08X: "
-                                 "got 0x%llX, want 0x%llX",
-                                 mxp_dtype_name(d), sat, (unsigned)src[i], (unsigned)r,
-                                 (unsigned long long)got, (unsigned long long)want);
+                for (size_t i = 0; i < cnt; i++)
+                    want[i] = (uint16_t)ref_convert(&t, d, MXP_FLOAT32, src[i], sat != 0, true,
+                                                    mxp__sr_bits(a.seed, a.index0 + i));
+                for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
+                    const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
+                    if (!k) continue;
+                    k->cvt[d][MXP_FLOAT32][MXP__SR](out, src, cnt, &a);
+                    for (size_t i = 0; i < cnt; i++) {
+                        const uint64_t got = ref_load(out, i, d);
+                        if (got != want[i])
+                            fail_msg("[%s] stochastic float32 -> %s (saturate %d): input 0x%08X r 0x%08X: "
+                                     "got 0x%llX, want 0x%llX", k->name, mxp_dtype_name(d), sat,
+                                     (unsigned)src[i], (unsigned)mxp__sr_bits(a.seed, a.index0 + i),
+                                     (unsigned long long)got, (unsigned long long)want[i]);
+                    }
+                    checked += cnt;
                 }
-                checked += cnt;
             }
         }
         ref_table_free(&t);
     }
     free(src);
     free(out);
-    print_message("stochastic float32 -> 4 narrow targets, every 4093rd pattern, saturate off/on: "
-                  "%llu checked in %.1f s\n", (unsigned long long)checked, now_s() - t0);
+    free(want);
+    print_message("stochastic float32 -> 4 narrow targets, every 4093rd pattern, saturate off/on, "
+                  "every ISA: %llu checked in %.1f s\n", (unsigned long long)checked, now_s() - t0);
 }
 
 /* ---- every 8/16-bit source pattern to every floating dtype, every ISA ---------------------- */
