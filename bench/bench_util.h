@@ -114,6 +114,7 @@ static inline void bu_read_fn(void *p)
     struct bu_read *r = p;
     uint64_t s = 0;
     for (size_t i = 0; i < r->words; i++) s += r->p[i];
+    __asm__ __volatile__("" : "+r"(s)::"memory"); /* keep gcc from deleting the loop */
     r->sink += s;
     __asm__ __volatile__("" ::: "memory");
 }
