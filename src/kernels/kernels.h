@@ -97,7 +97,9 @@ void mxp__finite_register_neon(mxp__kernels *k);
  * magnitude rounds up to hi iff F + r >= 2^32. When the dropped part has D <= 32 bits this is
  * exactly "add r >> (32 - D) to the dropped bits and truncate" (e.g. float32 -> bfloat16:
  * u += r >> 16; u &= 0xFFFF0000), and P(up) = f exactly. Exact values (f = 0) never move.
- * Rounding up to hi = 2^(emax+1) is an overflow: +-inf, NaN for e4m3fn, or +-max when saturating.
+ * Rounding up to hi = 2^(emax+1) is an overflow: +-inf, or +-max when saturating. For e4m3fn
+ * the value above max (448) is the NaN slot, 480 (S.1111.111), not 512: between 448 and 480,
+ * hi = 480 and rounding up gives NaN (or 448 when saturating), as nearest-even sends > 464 to NaN.
  */
 static inline uint32_t mxp__fmix32(uint32_t x)
 {
