@@ -292,15 +292,13 @@ static SIMD_INLINE void st_narrow2(unsigned char *p, V x, V y, int bits, int nt)
 
 /* The general nearest-even path for one step (2*VL elements), kept out of the fast loop so that
  * the fast path's constants stay in registers. */
-typedef void (*slow_fn)(unsigned char *d, const unsigned char *s, int sat);
+typedef void (*slow_fn)(V out[2], const unsigned char *s, int sat);
 
-static SIMD_INLINE void narrow_slow2(unsigned char *d, const unsigned char *s, int sat, const sfmt t)
+static SIMD_INLINE void narrow_slow2(V out[2], const unsigned char *s, int sat, const sfmt t)
 {
     const V over = v_set1(sat ? t.maxfin : t.fn ? 0x7Fu : t.inf), z = v_set1(0u);
-    const V x = narrow1(ld32(s), z, t, 0, over);
-    const V y = narrow1(ld32(s + 4 * VL), z, t, 0, over);
-    if (t.bits == 16) st16x2(d, x, y);
-    else st8x2(d, x, y);
+    out[0] = narrow1(ld32(s), z, t, 0, over);
+    out[1] = narrow1(ld32(s + 4 * VL), z, t, 0, over);
 }
 
 static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
@@ -344,7 +342,11 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
                 st_narrow2(d + ob * i, norm_fast(x, t, c), norm_fast(y, t, c), t.bits, nt);
                 continue;
             }
-            slow(d + ob * i, s + 4 * i, sat);
+            /* the general path returns its results, so that they are stored like the fast
+             * path's (a plain store into a line being streamed costs more than the math) */
+            V out[2];
+            slow(out, s + 4 * i, sat);
+            st_narrow2(d + ob * i, out[0], out[1], t.bits, nt);
         }
     } else {
         while (i + 2 * VL <= n) {
@@ -442,9 +444,9 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 #define SIMD_NOINLINE
 #endif
 #define SIMD_NARROW(name, F)                                                                   \
-    static SIMD_NOINLINE void name##_slow(unsigned char *d, const unsigned char *s, int sat)   \
+    static SIMD_NOINLINE void name##_slow(V out[2], const unsigned char *s, int sat)          \
     {                                                                                          \
-        narrow_slow2(d, s, sat, F);                                                            \
+        narrow_slow2(out, s, sat, F);                                                          \
     }                                                                                          \
     static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
     {                                                                                          \
