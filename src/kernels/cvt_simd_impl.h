@@ -10,9 +10,17 @@
  *
  * Only integer operations touch values, plus one int32 -> float32 conversion of small integers
  * (exact, normal results), so MXCSR/FPCR (FTZ, DAZ, rounding mode) cannot change a result.
- * Hardware conversion instructions (F16C VCVTPS2PH, AVX512_BF16 VCVTNEPS2BF16, AVX512_FP16)
- * are deliberately not used: they flush or quiet differently (see the notes in each ISA file),
- * and at memory bandwidth the integer version is as fast.
+ * The one hardware conversion used is x86's VCVTPS2PH / VCVTPH2PS for float32 <-> float16
+ * nearest-even (MXP_SIMD_HW_F16 below), whose results equal the reference's for every input
+ * whatever MXCSR says (checked on all 2^32 inputs with FTZ+DAZ set). AVX512_BF16's
+ * VCVTNEPS2BF16 and AVX512_FP16 are not used: VCVTNEPS2BF16 flushes float32 subnormal inputs
+ * and quiets NaN its own way, and nothing else here needs FP16 (cvt_avx512.c).
+ *
+ * Shape of a narrowing kernel: two vectors per step; a cheap per-step check picks a short fast
+ * path (bfloat16 without NaN; float16/float8 inputs that are zero-ish or in the target's normal
+ * range) or the general path (narrow1: every case, out of line); streaming stores above a size
+ * threshold; the scalar reference for the head (alignment), the tail and, for stochastic
+ * rounding, the few elements whose index straddles a multiple of 2^32.
  *
  * The including file defines before #include:
  *   VL                      lanes per vector (uint32 lanes)
