@@ -309,6 +309,39 @@ static SIMD_INLINE void narrow_slow2(V out[2], const unsigned char *s, int sat, 
     out[1] = narrow1(ld32(s + 4 * VL), z, t, 0, over);
 }
 
+/* The nearest-even steps from element i while 2*VL elements remain; returns where it stopped. */
+static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size_t i, size_t n,
+                                  const sfmt t, int sat, int nt, slow_fn slow)
+{
+    const size_t ob = (size_t)t.bits / 8;
+    const V z = v_set1(0u);
+    const fastc c = fast_consts(t);
+    for (; i + 2 * VL <= n; i += 2 * VL) {
+        const V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
+#ifdef MXP_SIMD_HW_F16
+        if (t.dt == MXP_FLOAT16) {
+            hw_f16_st2(d + 2 * i, x, y, sat, nt);
+            continue;
+        }
+#endif
+        if (t.bias == 127) {
+            if (!m_any(m_or(bf16_bad(x), bf16_bad(y)))) {
+                st_narrow2(d + 2 * i, bf16_fast(x, z, 0, sat), bf16_fast(y, z, 0, sat), 16, nt);
+                continue;
+            }
+        } else if (!m_any(m_or(norm_bad(x, c), norm_bad(y, c)))) {
+            st_narrow2(d + ob * i, norm_fast(x, t, c), norm_fast(y, t, c), t.bits, nt);
+            continue;
+        }
+        /* the general path returns its results, so that they are stored like the fast path's
+         * (a plain store into a line being streamed costs more than the math) */
+        V out[2];
+        slow(out, s + 4 * i, sat);
+        st_narrow2(d + ob * i, out[0], out[1], t.bits, nt);
+    }
+    return i;
+}
+
 static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
                                     const sfmt t, int sr, slow_fn slow)
 {
@@ -329,33 +362,9 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
     }
 #endif
     if (!sr) {
-        const V z = v_set1(0u);
-        (void)over;
-        const fastc c = fast_consts(t);
-        const int sat = a->saturate;
-        for (; i + 2 * VL <= n; i += 2 * VL) {
-            V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
-#ifdef MXP_SIMD_HW_F16
-            if (t.dt == MXP_FLOAT16) {
-                hw_f16_st2(d + 2 * i, x, y, sat, nt);
-                continue;
-            }
-#endif
-            if (t.bias == 127) {
-                if (!m_any(m_or(bf16_bad(x), bf16_bad(y)))) {
-                    st_narrow2(d + 2 * i, bf16_fast(x, z, 0, sat), bf16_fast(y, z, 0, sat), 16, nt);
-                    continue;
-                }
-            } else if (!m_any(m_or(norm_bad(x, c), norm_bad(y, c)))) {
-                st_narrow2(d + ob * i, norm_fast(x, t, c), norm_fast(y, t, c), t.bits, nt);
-                continue;
-            }
-            /* the general path returns its results, so that they are stored like the fast
-             * path's (a plain store into a line being streamed costs more than the math) */
-            V out[2];
-            slow(out, s + 4 * i, sat);
-            st_narrow2(d + ob * i, out[0], out[1], t.bits, nt);
-        }
+        /* specialised on saturate and streaming, so that the loop carries no flag tests */
+        if (a->saturate) i = nt ? rne_run(d, s, i, n, t, 1, 1, slow) : rne_run(d, s, i, n, t, 1, 0, slow);
+        else i = nt ? rne_run(d, s, i, n, t, 0, 1, slow) : rne_run(d, s, i, n, t, 0, 0, slow);
     } else {
         while (i + 2 * VL <= n) {
             const uint64_t idx = a->index0 + i;
