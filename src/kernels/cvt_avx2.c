@@ -16,6 +16,7 @@
 
 #include "kernels.h"
 
+#define MXP_SIMD_ISA avx2
 #define VL 8
 typedef __m256i V;
 typedef __m256i M; /* all-ones / all-zeros lanes */

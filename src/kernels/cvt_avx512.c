@@ -19,6 +19,7 @@
 
 #include "kernels.h"
 
+#define MXP_SIMD_ISA avx512
 #define VL 16
 typedef __m512i V;
 typedef __mmask16 M;

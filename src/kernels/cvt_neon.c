@@ -16,6 +16,7 @@
 
 #include "kernels.h"
 
+#define MXP_SIMD_ISA neon
 #define VL 4
 typedef uint32x4_t V;
 typedef uint32x4_t M; /* all-ones / all-zeros lanes */

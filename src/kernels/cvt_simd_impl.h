@@ -23,6 +23,7 @@
  * rounding, the few elements whose index straddles a multiple of 2^32.
  *
  * The including file defines before #include:
+ *   MXP_SIMD_ISA            the name suffix of its kernels (avx2, avx512, neon)
  *   VL                      lanes per vector (uint32 lanes)
  *   V, M                    a vector of VL uint32 lanes; a lane mask (result of a compare)
  *   v_set1(x)               broadcast
@@ -460,33 +461,38 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 #else
 #define SIMD_NOINLINE
 #endif
-#define SIMD_NARROW(name, F)                                                                   \
-    static SIMD_NOINLINE void name##_slow(V out[2], const unsigned char *s, int sat)          \
+/* Kernel names: operation + ISA, e.g. cvt_bf16_f32_sr__avx512 (MXP_SIMD_ISA from the ISA file). */
+#define SIMD_CAT2(a, b) a##__##b
+#define SIMD_CAT(a, b) SIMD_CAT2(a, b)
+#define SIMD_FN(base) SIMD_CAT(base, MXP_SIMD_ISA)
+
+#define SIMD_NARROW(base, F)                                                                   \
+    static SIMD_NOINLINE void SIMD_FN(base##_slow)(V out[2], const unsigned char *s, int sat)  \
     {                                                                                          \
         narrow_slow2(out, s, sat, F);                                                          \
     }                                                                                          \
-    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
+    static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
     {                                                                                          \
-        narrow_loop(dst, src, n, a, F, 0, name##_slow);                                        \
+        narrow_loop(dst, src, n, a, F, 0, SIMD_FN(base##_slow));                               \
     }                                                                                          \
-    static void name##_sr(void *dst, const void *src, size_t n, const mxp__cvt_args *a)        \
+    static void SIMD_FN(base##_sr)(void *dst, const void *src, size_t n, const mxp__cvt_args *a) \
     {                                                                                          \
-        narrow_loop(dst, src, n, a, F, 1, name##_slow);                                        \
+        narrow_loop(dst, src, n, a, F, 1, SIMD_FN(base##_slow));                               \
     }
-#define SIMD_WIDEN(name, F, bf)                                                                \
-    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
+#define SIMD_WIDEN(base, F, bf)                                                                \
+    static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
     {                                                                                          \
         widen_loop(dst, src, n, a, F, bf);                                                     \
     }
 
-SIMD_NARROW(simd_f16_f32, SF_F16)
-SIMD_NARROW(simd_bf16_f32, SF_BF16)
-SIMD_NARROW(simd_e4m3_f32, SF_E4M3)
-SIMD_NARROW(simd_e5m2_f32, SF_E5M2)
-SIMD_WIDEN(simd_f32_f16, SF_F16, 0)
-SIMD_WIDEN(simd_f32_bf16, SF_BF16, 1)
-SIMD_WIDEN(simd_f32_e4m3, SF_E4M3, 0)
-SIMD_WIDEN(simd_f32_e5m2, SF_E5M2, 0)
+SIMD_NARROW(cvt_f16_f32, SF_F16)
+SIMD_NARROW(cvt_bf16_f32, SF_BF16)
+SIMD_NARROW(cvt_e4m3_f32, SF_E4M3)
+SIMD_NARROW(cvt_e5m2_f32, SF_E5M2)
+SIMD_WIDEN(cvt_f32_f16, SF_F16, 0)
+SIMD_WIDEN(cvt_f32_bf16, SF_BF16, 1)
+SIMD_WIDEN(cvt_f32_e4m3, SF_E4M3, 0)
+SIMD_WIDEN(cvt_f32_e5m2, SF_E5M2, 0)
 
 /* Fill the 16 float32 <-> narrow entries (widening: the same exact kernel for both modes). */
 static void simd_register(mxp__kernels *k)
@@ -496,14 +502,14 @@ static void simd_register(mxp__kernels *k)
         k->cvt[D][S][MXP__RNE] = rne;                                                          \
         k->cvt[D][S][MXP__SR] = sr;                                                            \
     } while (0)
-    SIMD_SET(MXP_FLOAT16, MXP_FLOAT32, simd_f16_f32, simd_f16_f32_sr);
-    SIMD_SET(MXP_BFLOAT16, MXP_FLOAT32, simd_bf16_f32, simd_bf16_f32_sr);
-    SIMD_SET(MXP_FLOAT8_E4M3FN, MXP_FLOAT32, simd_e4m3_f32, simd_e4m3_f32_sr);
-    SIMD_SET(MXP_FLOAT8_E5M2, MXP_FLOAT32, simd_e5m2_f32, simd_e5m2_f32_sr);
-    SIMD_SET(MXP_FLOAT32, MXP_FLOAT16, simd_f32_f16, simd_f32_f16);
-    SIMD_SET(MXP_FLOAT32, MXP_BFLOAT16, simd_f32_bf16, simd_f32_bf16);
-    SIMD_SET(MXP_FLOAT32, MXP_FLOAT8_E4M3FN, simd_f32_e4m3, simd_f32_e4m3);
-    SIMD_SET(MXP_FLOAT32, MXP_FLOAT8_E5M2, simd_f32_e5m2, simd_f32_e5m2);
+    SIMD_SET(MXP_FLOAT16, MXP_FLOAT32, SIMD_FN(cvt_f16_f32), SIMD_FN(cvt_f16_f32_sr));
+    SIMD_SET(MXP_BFLOAT16, MXP_FLOAT32, SIMD_FN(cvt_bf16_f32), SIMD_FN(cvt_bf16_f32_sr));
+    SIMD_SET(MXP_FLOAT8_E4M3FN, MXP_FLOAT32, SIMD_FN(cvt_e4m3_f32), SIMD_FN(cvt_e4m3_f32_sr));
+    SIMD_SET(MXP_FLOAT8_E5M2, MXP_FLOAT32, SIMD_FN(cvt_e5m2_f32), SIMD_FN(cvt_e5m2_f32_sr));
+    SIMD_SET(MXP_FLOAT32, MXP_FLOAT16, SIMD_FN(cvt_f32_f16), SIMD_FN(cvt_f32_f16));
+    SIMD_SET(MXP_FLOAT32, MXP_BFLOAT16, SIMD_FN(cvt_f32_bf16), SIMD_FN(cvt_f32_bf16));
+    SIMD_SET(MXP_FLOAT32, MXP_FLOAT8_E4M3FN, SIMD_FN(cvt_f32_e4m3), SIMD_FN(cvt_f32_e4m3));
+    SIMD_SET(MXP_FLOAT32, MXP_FLOAT8_E5M2, SIMD_FN(cvt_f32_e5m2), SIMD_FN(cvt_f32_e5m2));
 #undef SIMD_SET
 }
 
