@@ -86,8 +86,13 @@ mxp_loss_scale mxp_loss_scale_adjust(mxp_loss_scale s, bool grads_finite)
             s.counter = 0;
         }
     } else {
+        /* jmp: max(min_scale, scale / factor). With min_scale 0 the quotient underflows to 0
+         * after ~150 halvings (sooner under FTZ); a zero scale is invalid and could never grow
+         * back, so then the scale stays, as growth stays when scale * factor is not finite.
+         * (Found by fuzz_loss_scale: adjust must keep a valid state valid.) */
         float shrunk = s.scale / s.factor;
-        s.scale = shrunk > s.min_scale ? shrunk : s.min_scale;
+        float next = shrunk > s.min_scale ? shrunk : s.min_scale;
+        if (next > 0.0f) s.scale = next;
         s.counter = 0;
     }
     return s;
@@ -95,7 +100,7 @@ mxp_loss_scale mxp_loss_scale_adjust(mxp_loss_scale s, bool grads_finite)
 
 bool mxp_loss_scale_at_min(mxp_loss_scale s)
 {
-    return s.kind == MXP_LOSS_SCALE_DYNAMIC && s.scale <= s.min_scale;
+    return s.kind == MXP_LOSS_SCALE_DYNAMIC && (s.scale <= s.min_scale || !(s.scale / s.factor > 0.0f));
 }
 
 float mxp_loss_scale_scale(mxp_loss_scale s, float loss)

@@ -175,8 +175,8 @@ typedef struct model {
 static void model_step(model *m, int64_t step, bool finite, const mxp_loss_scale *cfg)
 {
     if (!finite) {
-        float down = m->scale / cfg->factor;
-        m->scale = fmaxf(cfg->min_scale, down);
+        float down = fmaxf(cfg->min_scale, m->scale / cfg->factor);
+        if (down > 0.0f) m->scale = down; /* a zero scale would be invalid: it stays */
         m->last_change = step;
         return;
     }
@@ -207,7 +207,7 @@ static void test_random_against_model(void **state)
                 fail_msg("trial %d step %lld: scale %a counter %d, model %a %lld", trial,
                          (long long)step, (double)s.scale, s.counter, (double)m.scale,
                          (long long)(step - m.last_change));
-            if (s.scale == 0) break; /* min 0: collapsed to an invalid state */
+            assert_true(mxp_loss_scale_is_valid(s)); /* min 0 included: never a zero scale */
         }
     }
 }
@@ -624,6 +624,33 @@ static void test_trees(void **state)
     mxp_tree_free(g);
 }
 
+/* min_scale 0: ~150 halvings would underflow float32 to a zero (invalid, unrecoverable) scale.
+ * adjust must keep the state valid: the scale stops at its last positive value, at_min reports
+ * the floor, and finite steps still grow it back. (A fuzz_loss_scale finding.) */
+static void test_shrink_never_reaches_zero(void **state)
+{
+    (void)state;
+    mxp_loss_scale s = mxp_loss_scale_dynamic(10.0f);
+    s.min_scale = 0.0f;
+    s.period = 3;
+    float prev = s.scale;
+    for (int i = 0; i < 400; i++) {
+        s = mxp_loss_scale_adjust(s, false);
+        assert_true(mxp_loss_scale_is_valid(s));
+        assert_true(s.scale > 0.0f && s.scale <= prev);
+        prev = s.scale;
+    }
+    /* 10 / 2^k is exactly representable down to the smallest subnormal 2^-149 only while its
+     * significand survives; the floor must be a positive value whose half rounds to zero. */
+    volatile float half = s.scale / 2.0f;
+    assert_true(half == 0.0f);
+    assert_true(mxp_loss_scale_at_min(s));
+    float floor_scale = s.scale;
+    for (int i = 0; i < 3; i++) s = mxp_loss_scale_adjust(s, true);
+    assert_true(s.scale == floor_scale * 2.0f);
+    assert_false(mxp_loss_scale_at_min(s));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -638,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_data_parallel),
         cmocka_unit_test(test_select_buffers),
         cmocka_unit_test(test_trees),
+        cmocka_unit_test(test_shrink_never_reaches_zero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,7 +78,9 @@ MXP_API mxp_loss_scale mxp_loss_scale_dynamic(float initial_scale);
  *  - DYNAMIC, grads_finite: counter + 1; when that reaches period, the scale becomes
  *    min(scale * factor, max_scale) if scale * factor is finite (otherwise it stays), and the
  *    counter returns to 0;
- *  - DYNAMIC, not finite: scale = max(min_scale, scale / factor), counter = 0;
+ *  - DYNAMIC, not finite: scale = max(min_scale, scale / factor), counter = 0; except that
+ *    when that would be 0 (min_scale 0 and ~150 halvings underflow float32) the scale stays,
+ *    so a valid state stays valid (jmp would reach a zero scale that can never grow back);
  *  - NOOP and STATIC: s unchanged.
  * Arithmetic is float32 (as jmp's). An invalid state (see mxp_loss_scale_validate) is returned
  * unchanged. Thread-safety: safe (pure function).
@@ -101,8 +103,8 @@ MXP_API mxp_status mxp_loss_scale_validate(const mxp_loss_scale *s);
 MXP_API bool mxp_loss_scale_is_valid(mxp_loss_scale s);
 
 /**
- * True when a DYNAMIC scale has collapsed to its floor: scale <= min_scale (with min_scale 0,
- * once repeated overflow has driven the scale down to 0, which is no longer a valid state).
+ * True when a DYNAMIC scale has collapsed to its floor: scale <= min_scale, or (min_scale 0)
+ * the scale is so small that dividing it by factor would give 0, so it can shrink no further.
  * Repeated non-finite gradients at the floor mean loss scaling cannot help any more (the
  * gradients overflow even unscaled, or contain NaN): a training loop should notice and stop.
  * False for NOOP and STATIC. Thread-safety: safe.
