@@ -15,8 +15,10 @@
 #include "internal.h"
 #include "kernels.h"
 
-/* A thread is worth starting only for at least this many elements (tuned by the benchmarks). */
-#define MXP__CONVERT_MIN_PER_THREAD ((size_t)1 << 18)
+/* A thread is worth starting only for at least this many elements. bench_convert --scan
+ * (bench/RESULTS.md): starting a thread costs 25-50 us here and two threads lost to one at
+ * every size up to 2^22 elements; from 2^24 up they win. */
+#define MXP__CONVERT_MIN_PER_THREAD ((size_t)1 << 22)
 /* Upper bound on the threads one call starts (requests above it are clamped). */
 #define MXP__CONVERT_MAX_THREADS 64
 /* Chunk boundaries are multiples of this many elements. */

@@ -85,7 +85,9 @@ MXP_API mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src
 /**
  * Name of the kernel path conversions use on this CPU: "scalar", "avx2", "avx512" or "neon".
  * Chosen once, at the first call, from the CPU and MIXPREC_ISA (a path this CPU lacks falls
- * back to the best available one below it).
+ * back to the best available one below it). By default x86 takes "avx2" even on AVX-512 CPUs:
+ * the "avx512" kernels have not yet run on AVX-512 hardware, so they are used only when
+ * MIXPREC_ISA=avx512 asks for them (test_isa checks them against the scalar reference there).
  * Thread-safety: safe. The string is static.
  */
 MXP_API const char *mxp_isa(void);

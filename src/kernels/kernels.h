@@ -63,9 +63,12 @@ const mxp__kernels *mxp__scalar_kernels(void);
 /* "scalar", "avx2", ... for an ISA id (whether or not it is available). */
 const char *mxp__isa_name(mxp__isa_id isa);
 /* The path chosen for a MIXPREC_ISA value `request` (NULL, "" or an unknown name: the best
- * available; a known name this CPU lacks: the best available path below it). Used once by the
- * dispatcher with getenv("MIXPREC_ISA"); tests call it with other values. */
+ * available path that mxp__isa_in_default allows; a known name: that path, or when this CPU
+ * lacks it the best available path below it). Used once by the dispatcher with
+ * getenv("MIXPREC_ISA"); tests call it with other values. */
 mxp__isa_id mxp__isa_select(const char *request);
+/* Whether the default choice may take this path (AVX-512: only on request, see dispatch.c). */
+bool mxp__isa_in_default(mxp__isa_id isa);
 
 /* Register functions, one per (operation family, ISA) file. The scalar ones fill every entry. */
 void mxp__cvt_register_scalar(mxp__kernels *k);
