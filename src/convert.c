@@ -18,7 +18,7 @@
 /* A thread is worth starting only for at least this many elements. bench_convert --scan
  * (bench/RESULTS.md): starting a thread costs 25-50 us here and two threads lost to one at
  * every size up to 2^22 elements; from 2^24 up they win. */
-#define MXP__CONVERT_MIN_PER_THREAD ((size_t)1 << 22)
+size_t mxp__convert_min_per_thread = (size_t)1 << 22;
 /* Upper bound on the threads one call starts (requests above it are clamped). */
 #define MXP__CONVERT_MAX_THREADS 64
 /* Chunk boundaries are multiples of this many elements. */
@@ -110,7 +110,7 @@ mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src, mxp_dt
     /* How many threads: at most the request, at most one per MIN_PER_THREAD elements. */
     size_t nt = o->threads > 1 ? (size_t)o->threads : 1;
     if (nt > MXP__CONVERT_MAX_THREADS) nt = MXP__CONVERT_MAX_THREADS;
-    if (nt > n / MXP__CONVERT_MIN_PER_THREAD) nt = n / MXP__CONVERT_MIN_PER_THREAD;
+    if (nt > n / mxp__convert_min_per_thread) nt = n / mxp__convert_min_per_thread;
     if (nt <= 1) {
         run_chunk(&whole);
         return MXP_OK;

@@ -21,4 +21,9 @@ mxp_status mxp__fail(mxp_status s, const char *fmt, ...) MXP__PRINTF(2, 3);
 /* True when d is a valid mxp_dtype value. */
 static inline bool mxp__dtype_valid(mxp_dtype d) { return (unsigned)d < MXP_DTYPE_COUNT; }
 
+/* mxp_convert_ex starts a thread only for at least this many elements per thread (src/convert.c
+ * says how it was measured). Tests lower it to exercise the threaded path on small arrays;
+ * nothing else writes it. */
+extern size_t mxp__convert_min_per_thread;
+
 #endif /* MIXPREC_INTERNAL_H */

@@ -22,6 +22,7 @@
 #define HAVE_MXCSR 1
 #endif
 
+#include "internal.h"
 #include "kernels.h"
 #include "mixprec.h"
 #include "ref_convert.h"
@@ -504,6 +505,9 @@ static void test_stochastic_reproducible(void **state)
     for (size_t i = 0; i < n; i++) src[i] = (float)((double)(rng64() >> 11) * 0x1p-53 * 8.0 - 4.0);
     mxp_convert_opts o = {MXP_ROUND_STOCHASTIC, false, 2024, 1};
     assert_int_equal(mxp_convert_ex(a, MXP_BFLOAT16, src, MXP_FLOAT32, n, &o), MXP_OK);
+    /* Really split this array over threads (the production threshold is 2^22 per thread). */
+    const size_t saved_min = mxp__convert_min_per_thread;
+    mxp__convert_min_per_thread = 4096;
     for (int threads = 2; threads <= 5; threads++) {
         o.threads = threads;
         memset(b, 0, n * 2);
@@ -517,6 +521,7 @@ static void test_stochastic_reproducible(void **state)
     o.threads = 4;
     assert_int_equal(mxp_convert_ex(b, MXP_FLOAT16, src, MXP_FLOAT32, n, &o), MXP_OK);
     assert_memory_equal(a, b, n * 2);
+    mxp__convert_min_per_thread = saved_min;
 
     /* chunked kernel calls with their own index0 give the same bits as one call, on every ISA,
      * also across a multiple of 2^32 in the element index */
