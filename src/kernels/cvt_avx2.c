@@ -80,8 +80,82 @@ PRIM void st8x2(void *p, V x, V y)
 }
 PRIM M m_or(M a, M b) { return _mm256_or_si256(a, b); }
 PRIM M m_and(M a, M b) { return _mm256_and_si256(a, b); }
-PRIM bool m_any(M m) { return !_mm256_testz_si256(m, m); }
+/* lanes are all-ones or all-zeros: the sign bits tell (VMOVMSKPS, one instruction; with VPTEST
+ * gcc rewrote the compares feeding it into min + equal, one instruction more per compare) */
+PRIM bool m_any(M m) { return _mm256_movemask_ps(_mm256_castsi256_ps(m)) != 0; }
 PRIM V v_keep(M m, V x) { return _mm256_and_si256(m, x); }
+
+#define MXP_SIMD_ANY_NAN2 1
+PRIM bool any_nan2(V x, V y)
+{
+    const __m256 u = _mm256_cmp_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(y), _CMP_UNORD_Q);
+    return _mm256_movemask_ps(u) != 0;
+}
+
+/*
+ * float32 -> float8 (e4m3fn, e5m2) nearest-even for 16 lanes whose result is a normal float8
+ * value; false (nothing stored) when some lane needs the general path. D = 23 - m dropped bits,
+ * add = 2^(D-1) - 1 - rebias (cvt_simd_impl.h's fast_consts), minq = 1 << m (the smallest
+ * normal pattern), maxq = max finite pattern. The rounding runs on the signed bits:
+ *   u = S | a:   t = u + add + lsb,  lsb = bit D of u   (nearest-even carry, exponent rebiased)
+ * For 1 <= q <= maxq the sum never reaches bit 31, so S stays put and t >> D = S << (31-D) | q,
+ * q = the rounded magnitude pattern. Packed to 16-bit words (values < 2^12, no saturation):
+ *   word:  0000 S qqq qqqq qqqq  (S at bit 31 - D: 11 for e4m3fn, 10 for e5m2)
+ * The lane is taken here iff minq <= q <= maxq (one unsigned test on 16 words at once: q - minq,
+ * wrapping, saturating-minus (maxq - minq) is zero). That is exact: a lane in the normal range
+ * gives such a q; a larger |x| (overflow, inf, NaN) gives q > maxq; an |x| below the normal
+ * range gives q < minq or a wrapped (huge) q, except in the binade just below it where the
+ * formula, missing the implicit bit, gives q = minq only when the true rounding is minq too
+ * (the dropped fraction is then >= 3/4 of a step above 2^-B... i.e. the value is within a quarter
+ * step of the smallest normal, which rounds up to it). The sign then moves to bit 7 (below).
+ */
+PRIM bool narrow8_fast2(void *p, V x, V y, int D, uint32_t add, uint32_t minq, uint32_t maxq, int nt)
+{
+    const V one = _mm256_set1_epi32(1), k = _mm256_set1_epi32((int)add);
+    const V tx = _mm256_add_epi32(_mm256_add_epi32(x, k), _mm256_and_si256(_mm256_srli_epi32(x, D), one));
+    const V ty = _mm256_add_epi32(_mm256_add_epi32(y, k), _mm256_and_si256(_mm256_srli_epi32(y, D), one));
+    /* words [x0-3 y0-3 | x4-7 y4-7] */
+    const V w = _mm256_packus_epi32(_mm256_srli_epi32(tx, D), _mm256_srli_epi32(ty, D));
+    const V q = _mm256_and_si256(w, _mm256_set1_epi16((short)((1 << (31 - D)) - 1)));
+    const V bad = _mm256_subs_epu16(_mm256_sub_epi16(q, _mm256_set1_epi16((short)minq)),
+                                    _mm256_set1_epi16((short)(maxq - minq)));
+    if (!_mm256_testz_si256(bad, bad)) return false;
+    /* word = high byte 0000 S000 (e4m3fn) or 00000 S00 (e5m2) | low byte 0qqq qqqq: one
+     * multiply-add of unsigned bytes by signed ones, low * 1 + high * 2^(D - 16), gives
+     * q + 128 S (< 2^15: no saturation) */
+    const V m = _mm256_maddubs_epi16(w, _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8)));
+    const V b = _mm256_packus_epi16(m, _mm256_setzero_si256());
+    /* bytes: dwords 0: x0-3, 1: y0-3 (lane 0), 4: x4-7, 5: y4-7 (lane 1) */
+    const __m128i o = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5)));
+    if (nt) _mm_stream_si128((__m128i *)p, o);
+    else _mm_storeu_si128((__m128i *)p, o);
+    return true;
+}
+#define MXP_SIMD_NARROW8_FAST 1
+
+/*
+ * float32 -> bfloat16 nearest-even for 16 lanes without NaN (the caller checks):
+ *   t = u + 0x7FFF + lsb,  lsb = bit 16 of u;  result = t >> 16
+ * (cvt_scalar.c's carry trick; the sign bit never receives a carry). Saturation is fixed up on
+ * the packed 16-bit results, 16 lanes at once: a result 0x7F80 / 0xFF80 (infinity) plus the
+ * all-ones compare mask (-1) is 0x7F7F / 0xFF7F (max finite).
+ */
+PRIM void bf16_rne2(void *p, V x, V y, int sat, int nt)
+{
+    const V k = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1);
+    const V tx = _mm256_add_epi32(_mm256_add_epi32(x, k), _mm256_and_si256(_mm256_srli_epi32(x, 16), one));
+    const V ty = _mm256_add_epi32(_mm256_add_epi32(y, k), _mm256_and_si256(_mm256_srli_epi32(y, 16), one));
+    /* packus: [x0-3 y0-3 | x4-7 y4-7] (lanes < 2^16, so no saturation); qwords 0,2,1,3 */
+    V h = _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_srli_epi32(tx, 16), _mm256_srli_epi32(ty, 16)), 0xD8);
+    if (sat) {
+        const V inf = _mm256_cmpeq_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)),
+                                         _mm256_set1_epi16(0x7F80));
+        h = _mm256_add_epi16(h, inf);
+    }
+    if (nt) _mm256_stream_si256((__m256i *)p, h);
+    else _mm256_storeu_si256((__m256i *)p, h);
+}
+#define MXP_SIMD_BF16_RNE2 1
 
 /* F16C, nearest-even from the immediate (MXCSR.RC ignored); see cvt_simd_impl.h for why its
  * results equal the reference's (FTZ ignored, NaN pattern identical). */

@@ -16,11 +16,13 @@
  * VCVTNEPS2BF16 and AVX512_FP16 are not used: VCVTNEPS2BF16 flushes float32 subnormal inputs
  * and quiets NaN its own way, and nothing else here needs FP16 (cvt_avx512.c).
  *
- * Shape of a narrowing kernel: two vectors per step; a cheap per-step check picks a short fast
- * path (bfloat16 without NaN; float16/float8 inputs that are zero-ish or in the target's normal
- * range) or the general path (narrow1: every case, out of line); streaming stores above a size
- * threshold; the scalar reference for the head (alignment), the tail and, for stochastic
- * rounding, the few elements whose index straddles a multiple of 2^32.
+ * Shape of a narrowing kernel: two vectors per step; an inner loop runs the short fast path
+ * while a cheap per-step check passes (bfloat16 without NaN; float16/float8 with every lane in
+ * the target's normal range); a step that fails it goes to a second check (float16/float8:
+ * lanes that are normal or round to +-0) or to the general path (narrow1: every case), both
+ * outside the inner loop; streaming stores above a size threshold; the scalar reference for the
+ * head (alignment), the tail and, for stochastic rounding, the few elements whose index
+ * straddles a multiple of 2^32.
  *
  * The including file defines before #include:
  *   MXP_SIMD_ISA            the name suffix of its kernels (avx2, avx512, neon)
@@ -51,6 +53,13 @@
  *                             nt: a streaming store (p aligned to 4*VL bytes)
  *   hw_f16_ld(p)              VL float16 at p -> float32 bits (VCVTPH2PS: exact, DAZ ignored,
  *                             NaN quieted with the payload zero-filled = the reference)
+ * and may define ISA-specific fast steps (cvt_avx2.c does), each replacing a generic one:
+ *   MXP_SIMD_ANY_NAN2 with any_nan2(x, y): true when a lane of x or y is a float32 NaN
+ *   MXP_SIMD_BF16_RNE2 with bf16_rne2(p, x, y, sat, nt): 2*VL float32 without NaN -> bfloat16
+ *                             nearest-even at p (saturating when sat, streaming when nt)
+ *   MXP_SIMD_NARROW8_FAST with narrow8_fast2(p, x, y, D, add, minq, maxq, nt): 2*VL float32 ->
+ *                             float8 nearest-even at p when every result is normal (see there),
+ *                             else false with nothing stored
  * and may define MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size),
  * st16x2_nt / st8x2_nt (as st16x2 / st8x2, p aligned to 4*VL / 2*VL bytes), with
  * MXP_SIMD_NT_THRESHOLD (bytes read + written by one call above which it streams its output:
@@ -248,6 +257,29 @@ static SIMD_INLINE M norm_bad(V u, const fastc c)
     return m_and(out, m_gt(a, v_set1(c.tiny)));
 }
 
+/* One signed compare per vector tells "lane outside the normal range [lo, hi]": with
+ *   x = a + (INT_MAX - hi)   (wrapping; a = |u| < 2^31),
+ * a in [lo, hi] maps to [INT_MAX - (hi - lo), INT_MAX], a > hi wraps to negative values and
+ * a < lo stays below INT_MAX - (hi - lo), so  out  <=>  INT_MAX - (hi - lo) >s x.
+ * (Written with the constant on the left: gcc turned x >s C into min + equal, one instruction
+ * more.) Tiny lanes count as out here: steps with them take the tiny-aware check (norm_bad)
+ * outside the fast loop. */
+static SIMD_INLINE M norm_out(V u, const fastc c)
+{
+    const V a = v_and(u, v_set1(0x7FFFFFFFu));
+    return m_gt(v_set1(0x7FFFFFFFu - (c.hi - c.lo)), v_add(a, v_set1(0x7FFFFFFFu - c.hi)));
+}
+
+/* norm_fast for lanes known to be in the normal range (no tiny lanes to zero). */
+static SIMD_INLINE V norm_fast_n(V u, const sfmt t, const fastc c)
+{
+    const int D = 23 - t.m;
+    const V a = v_and(u, v_set1(0x7FFFFFFFu));
+    const V q = v_srli(v_add(v_add(a, v_set1(c.add)), v_and(v_srli(a, D), v_set1(1u))), D);
+    const V sign = v_and(v_srli(u, 32 - t.bits), v_set1(1u << (t.bits - 1)));
+    return v_or(q, sign);
+}
+
 static SIMD_INLINE V norm_fast(V u, const sfmt t, const fastc c)
 {
     const int D = 23 - t.m;
@@ -299,10 +331,7 @@ static SIMD_INLINE void st_narrow2(unsigned char *p, V x, V y, int bits, int nt)
     else st8x2(p, x, y);
 }
 
-/* The general nearest-even path for one step (2*VL elements), kept out of the fast loop so that
- * the fast path's constants stay in registers. */
-typedef void (*slow_fn)(V out[2], const unsigned char *s, int sat);
-
+/* The general nearest-even path for one step (2*VL elements). */
 static SIMD_INLINE void narrow_slow2(V out[2], const unsigned char *s, int sat, const sfmt t)
 {
     const V over = v_set1(sat ? t.maxfin : t.fn ? 0x7Fu : t.inf), z = v_set1(0u);
@@ -312,39 +341,67 @@ static SIMD_INLINE void narrow_slow2(V out[2], const unsigned char *s, int sat, 
 
 /* The nearest-even steps from element i while 2*VL elements remain; returns where it stopped. */
 static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size_t i, size_t n,
-                                  const sfmt t, int sat, int nt, slow_fn slow)
+                                  const sfmt t, int sat, int nt)
 {
     const size_t ob = (size_t)t.bits / 8;
-    const V z = v_set1(0u);
     const fastc c = fast_consts(t);
-    for (; i + 2 * VL <= n; i += 2 * VL) {
-        const V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
+    while (i + 2 * VL <= n) {
+        /* Fast steps until one needs another path. Those paths sit outside this inner loop, so
+         * it holds only the fast path's constants, in vector registers (with an out-of-line
+         * general path called inside the loop, gcc rebuilt every constant in every step). */
+        for (; i + 2 * VL <= n; i += 2 * VL) {
+            const V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
 #ifdef MXP_SIMD_HW_F16
-        if (t.dt == MXP_FLOAT16) {
-            hw_f16_st2(d + 2 * i, x, y, sat, nt);
-            continue;
-        }
-#endif
-        if (t.bias == 127) {
-            if (!m_any(m_or(bf16_bad(x), bf16_bad(y)))) {
-                st_narrow2(d + 2 * i, bf16_fast(x, z, 0, sat), bf16_fast(y, z, 0, sat), 16, nt);
+            if (t.dt == MXP_FLOAT16) {
+                hw_f16_st2(d + 2 * i, x, y, sat, nt);
                 continue;
             }
-        } else if (!m_any(m_or(norm_bad(x, c), norm_bad(y, c)))) {
-            st_narrow2(d + ob * i, norm_fast(x, t, c), norm_fast(y, t, c), t.bits, nt);
-            continue;
+#endif
+            if (t.bias == 127) {
+#ifdef MXP_SIMD_ANY_NAN2
+                if (any_nan2(x, y)) break;
+#else
+                if (m_any(m_or(bf16_bad(x), bf16_bad(y)))) break;
+#endif
+#ifdef MXP_SIMD_BF16_RNE2
+                bf16_rne2(d + 2 * i, x, y, sat, nt);
+#else
+                const V z = v_set1(0u);
+                st_narrow2(d + 2 * i, bf16_fast(x, z, 0, sat), bf16_fast(y, z, 0, sat), 16, nt);
+#endif
+            } else {
+#ifdef MXP_SIMD_NARROW8_FAST
+                if (t.bits == 8) {
+                    if (!narrow8_fast2(d + i, x, y, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt)) break;
+                    continue;
+                }
+#endif
+                if (m_any(m_or(norm_out(x, c), norm_out(y, c)))) break;
+                st_narrow2(d + ob * i, norm_fast_n(x, t, c), norm_fast_n(y, t, c), t.bits, nt);
+            }
+        }
+        if (i + 2 * VL > n) break;
+        if (t.bias != 127) {
+            /* a step with tiny lanes (+-0 and the like, which round to +-0) is still short */
+            const V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
+            if (!m_any(m_or(norm_bad(x, c), norm_bad(y, c)))) {
+                st_narrow2(d + ob * i, norm_fast(x, t, c), norm_fast(y, t, c), t.bits, nt);
+                i += 2 * VL;
+                continue;
+            }
         }
         /* the general path returns its results, so that they are stored like the fast path's
          * (a plain store into a line being streamed costs more than the math) */
         V out[2];
-        slow(out, s + 4 * i, sat);
+        narrow_slow2(out, s + 4 * i, sat, t);
         st_narrow2(d + ob * i, out[0], out[1], t.bits, nt);
+        i += 2 * VL;
     }
     return i;
 }
 
 static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
-                                    const sfmt t, int sr, slow_fn slow)
+                                    const sfmt t, int sr)
 {
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
@@ -364,8 +421,8 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
 #endif
     if (!sr) {
         /* specialised on saturate and streaming, so that the loop carries no flag tests */
-        if (a->saturate) i = nt ? rne_run(d, s, i, n, t, 1, 1, slow) : rne_run(d, s, i, n, t, 1, 0, slow);
-        else i = nt ? rne_run(d, s, i, n, t, 0, 1, slow) : rne_run(d, s, i, n, t, 0, 0, slow);
+        if (a->saturate) i = nt ? rne_run(d, s, i, n, t, 1, 1) : rne_run(d, s, i, n, t, 1, 0);
+        else i = nt ? rne_run(d, s, i, n, t, 0, 1) : rne_run(d, s, i, n, t, 0, 0);
     } else {
         while (i + 2 * VL <= n) {
             const uint64_t idx = a->index0 + i;
@@ -456,28 +513,19 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 
 /* ---- the kernels and their registration ------------------------------------------------- */
 
-#if defined(__GNUC__) || defined(__clang__)
-#define SIMD_NOINLINE __attribute__((noinline))
-#else
-#define SIMD_NOINLINE
-#endif
 /* Kernel names: operation + ISA, e.g. cvt_bf16_f32_sr__avx512 (MXP_SIMD_ISA from the ISA file). */
 #define SIMD_CAT2(a, b) a##__##b
 #define SIMD_CAT(a, b) SIMD_CAT2(a, b)
 #define SIMD_FN(base) SIMD_CAT(base, MXP_SIMD_ISA)
 
 #define SIMD_NARROW(base, F)                                                                   \
-    static SIMD_NOINLINE void SIMD_FN(base##_slow)(V out[2], const unsigned char *s, int sat)  \
-    {                                                                                          \
-        narrow_slow2(out, s, sat, F);                                                          \
-    }                                                                                          \
     static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
     {                                                                                          \
-        narrow_loop(dst, src, n, a, F, 0, SIMD_FN(base##_slow));                               \
+        narrow_loop(dst, src, n, a, F, 0);                               \
     }                                                                                          \
     static void SIMD_FN(base##_sr)(void *dst, const void *src, size_t n, const mxp__cvt_args *a) \
     {                                                                                          \
-        narrow_loop(dst, src, n, a, F, 1, SIMD_FN(base##_slow));                               \
+        narrow_loop(dst, src, n, a, F, 1);                               \
     }
 #define SIMD_WIDEN(base, F, bf)                                                                \
     static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
