@@ -186,6 +186,15 @@ PRIM V hw_f16_ld(const void *p)
 #endif
 #define MXP_SIMD_NT_STORE32(p, x) _mm256_stream_si256((__m256i *)(void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()
+/* Streaming kernels also prefetch their source this many bytes ahead: the hardware prefetcher
+ * alone left one core waiting on DRAM. Measured at 2^26 elements, 1 thread (ns/elem, best of
+ * runs, no prefetch -> 2 KB ahead): float32 -> bfloat16 0.285 -> 0.254, -> e5m2 0.349 -> 0.255,
+ * -> e4m3fn 0.357 -> 0.258; float16 -> float32 0.234 -> 0.207 (0.5 to 8 KB ahead: 2 KB was as
+ * good as any). float32 -> float16 (F16C) went 0.259 -> 0.299, so it does not prefetch. */
+#ifndef MXP_SIMD_PREFETCH_DIST
+#define MXP_SIMD_PREFETCH_DIST 2048
+#endif
+#define MXP_SIMD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
 #include "cvt_simd_impl.h"
 

@@ -64,7 +64,10 @@
  * st16x2_nt / st8x2_nt (as st16x2 / st8x2, p aligned to 4*VL / 2*VL bytes), with
  * MXP_SIMD_NT_THRESHOLD (bytes read + written by one call above which it streams its output:
  * once source and destination no longer fit in the last-level cache, streaming saves the
- * read-for-ownership of every destination line) and MXP_SIMD_NT_FENCE().
+ * read-for-ownership of every destination line) and MXP_SIMD_NT_FENCE(), and may define
+ * MXP_SIMD_PREFETCH(p) with MXP_SIMD_PREFETCH_DIST (bytes): streaming loops then prefetch their
+ * source that far ahead (a prefetch never faults, so running past the end is harmless), except
+ * the hardware float16 narrowing, which it slowed down.
  */
 #ifndef MIXPREC_CVT_SIMD_IMPL_H
 #define MIXPREC_CVT_SIMD_IMPL_H
@@ -300,6 +303,12 @@ static SIMD_INLINE V widen_hw_f16(V u, V infout)
 
 /* ---- loops ------------------------------------------------------------------------------ */
 
+#ifdef MXP_SIMD_HW_F16
+#define MXP_SIMD_HW_F16_ON 1
+#else
+#define MXP_SIMD_HW_F16_ON 0
+#endif
+
 static SIMD_INLINE void scalar_tail(mxp_dtype d, mxp_dtype s, int mode, void *dst, const void *src,
                                     size_t n, const mxp__cvt_args *a, uint64_t index0)
 {
@@ -350,6 +359,10 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
          * it holds only the fast path's constants, in vector registers (with an out-of-line
          * general path called inside the loop, gcc rebuilt every constant in every step). */
         for (; i + 2 * VL <= n; i += 2 * VL) {
+#ifdef MXP_SIMD_PREFETCH
+            if (nt && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16))
+                MXP_SIMD_PREFETCH(s + 4 * i + MXP_SIMD_PREFETCH_DIST);
+#endif
             const V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
 #ifdef MXP_SIMD_HW_F16
             if (t.dt == MXP_FLOAT16) {
@@ -492,6 +505,9 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
             i = (align - (uintptr_t)d % align) % align / 4; /* < VL, and n >= VL here */
             scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d, s, i, a, a->index0);
             for (; i + 2 * VL <= n; i += 2 * VL) {
+#ifdef MXP_SIMD_PREFETCH
+                MXP_SIMD_PREFETCH(s + ib * i + MXP_SIMD_PREFETCH_DIST);
+#endif
                 MXP_SIMD_NT_STORE32(d + 4 * i, WIDEN_ONE(i));
                 MXP_SIMD_NT_STORE32(d + 4 * i + 4 * VL, WIDEN_ONE(i + VL));
             }
