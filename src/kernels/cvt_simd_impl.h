@@ -253,11 +253,12 @@ static SIMD_INLINE fastc fast_consts(const sfmt t)
     return c;
 }
 
+static SIMD_INLINE M norm_out(V u, const fastc c);
+
 static SIMD_INLINE M norm_bad(V u, const fastc c)
 {
     const V a = v_and(u, v_set1(0x7FFFFFFFu));
-    const M out = m_or(m_gt(v_set1(c.lo), a), m_gt(a, v_set1(c.hi)));
-    return m_and(out, m_gt(a, v_set1(c.tiny)));
+    return m_and(norm_out(u, c), m_gt(a, v_set1(c.tiny)));
 }
 
 /* One signed compare per vector tells "lane outside the normal range [lo, hi]": with
@@ -395,13 +396,17 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
         }
         if (i + 2 * VL > n) break;
         if (t.bias != 127) {
-            /* a step with tiny lanes (+-0 and the like, which round to +-0) is still short */
-            const V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
-            if (!m_any(m_or(norm_bad(x, c), norm_bad(y, c)))) {
+            /* Steps with tiny lanes (+-0 and the like, which round to +-0) take the tiny-aware
+             * fast path, for up to 32 steps before trying the fast loop again: data with many
+             * zeros (ReLU outputs) would otherwise leave the fast loop at almost every step. */
+            const size_t end = (n - i) / (2 * VL) > 32 ? i + 32 * 2 * VL : n;
+            const size_t i0 = i;
+            for (; i + 2 * VL <= end; i += 2 * VL) {
+                const V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
+                if (m_any(m_or(norm_bad(x, c), norm_bad(y, c)))) break;
                 st_narrow2(d + ob * i, norm_fast(x, t, c), norm_fast(y, t, c), t.bits, nt);
-                i += 2 * VL;
-                continue;
             }
+            if (i != i0) continue;
         }
         /* the general path returns its results, so that they are stored like the fast path's
          * (a plain store into a line being streamed costs more than the math) */
