@@ -22,14 +22,11 @@
 
 #include "kernels.h"
 #include "mixprec.h"
+#include "test_util.h"
 
 static int failures;
 static uint64_t rng = 0x853C49E6748FEA9Bull;
-static uint32_t rnd(void)
-{
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(rng >> 32);
-}
+static uint32_t rnd(void) { return (uint32_t)tu_rand64(&rng); }
 
 static const uint32_t specials[] = {
     0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F800001u,
@@ -49,17 +46,8 @@ static void report(const char *what, size_t i, uint64_t in, uint64_t want, uint6
 static void compare(const unsigned char *want, const unsigned char *got, const unsigned char *in,
                     size_t n, size_t ob, size_t ib, const char *what)
 {
-    if (memcmp(want, got, n * ob) == 0) return;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t w = 0, g = 0, x = 0;
-        memcpy(&w, want + i * ob, ob);
-        memcpy(&g, got + i * ob, ob);
-        if (w != g) {
-            memcpy(&x, in + i * ib, ib < 8 ? ib : 8);
-            report(what, i, x, w, g);
-            return;
-        }
-    }
+    const size_t i = tu_first_diff(want, got, n, ob);
+    if (i < n) report(what, i, tu_elem(in, i, ib), tu_elem(want, i, ob), tu_elem(got, i, ob));
 }
 
 static void sizes_check(const mxp__kernels *k)

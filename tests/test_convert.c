@@ -26,20 +26,10 @@
 #include "kernels.h"
 #include "mixprec.h"
 #include "ref_convert.h"
+#include "test_util.h"
 
-static float f32_of(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static uint32_t bits_of_f32(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
+static float f32_of(uint32_t b) { return tu_f32(b); }
+static uint32_t bits_of_f32(float f) { return tu_bits32(f); }
 
 /* Convert one float32 value to dst and return the output bits. */
 static uint64_t one_from_f32(mxp_dtype dst, float x, const mxp_convert_opts *o)
@@ -303,13 +293,7 @@ static void test_saturate_every_pair(void **state)
 /* ---- every pair against the reference, random patterns, every ISA, via mxp_convert_ex ----- */
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
-static uint64_t rng64(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
-}
+static uint64_t rng64(void) { return tu_rand64(&rng_state); }
 
 /* Special patterns of a source dtype: zeros, smallest/largest subnormal, smallest normal, max,
  * inf, NaNs (quiet and signalling, with payloads), of both signs. */

@@ -31,6 +31,7 @@
 #include "kernels.h"
 #include "mixprec.h"
 #include "ref_convert.h"
+#include "test_util.h"
 
 static double now_s(void)
 {
@@ -45,13 +46,7 @@ static const mxp_dtype narrow_targets[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8
 
 /* A small deterministic generator for samples (xorshift64*). */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng64(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
-}
+static uint64_t rng64(void) { return tu_rand64(&rng_state); }
 
 /* ---- all 2^32 float32 inputs, nearest-even ---------------------------------------------- */
 

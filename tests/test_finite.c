@@ -22,17 +22,12 @@
 #include "finite.h"
 #include "kernels.h"
 #include "mixprec.h"
+#include "test_util.h"
 
 /* ---- random ------------------------------------------------------------------------------ */
 
 static uint64_t rng_state = 0x1234567887654321ull;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return tu_rand64(&rng_state); }
 
 /* ---- formats, described as numbers (not masks) ------------------------------------------ */
 
@@ -114,18 +109,8 @@ static uint64_t ref_encode(const tfmt *f, double v)
     return sign | ((uint64_t)(er + f->bias) << f->mant) | m;
 }
 
-static uint32_t fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float bitsf(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+static uint32_t fbits(float f) { return tu_bits32(f); }
+static float bitsf(uint32_t u) { return tu_f32(u); }
 
 /* The reference result of unscaling one element x (pattern of dtype d) by inv. */
 static uint64_t ref_unscale(mxp_dtype d, uint64_t x, float inv)

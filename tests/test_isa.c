@@ -24,17 +24,14 @@
 
 #include "kernels.h"
 #include "mixprec.h"
+#include "test_util.h"
 
 #define MAXN 1000
 #define OFFS 3 /* byte offsets tried: 1, 2, 3 */
 #define GUARD 64
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
-static uint32_t rnd32(void)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(rng_state >> 32);
-}
+static uint32_t rnd32(void) { return (uint32_t)tu_rand64(&rng_state); }
 
 /* Float32 bit patterns worth planting: boundaries of every target format. */
 static const uint32_t specials32[] = {
@@ -78,17 +75,11 @@ static const char *dt_name(int d) { return mxp_dtype_name((mxp_dtype)d); }
 static void expect_same(const unsigned char *want, const unsigned char *got, const unsigned char *in,
                         size_t n, size_t ob, size_t ib, const char *what)
 {
-    if (memcmp(want, got, n * ob) == 0) return;
-    for (size_t i = 0; i < n; i++) {
-        if (memcmp(want + i * ob, got + i * ob, ob) != 0) {
-            uint64_t w = 0, g = 0, x = 0;
-            memcpy(&w, want + i * ob, ob);
-            memcpy(&g, got + i * ob, ob);
-            memcpy(&x, in + i * ib, ib < 8 ? ib : 8);
-            fail_msg("%s: element %zu of %zu: input 0x%llx, want 0x%llx, got 0x%llx", what, i, n,
-                     (unsigned long long)x, (unsigned long long)w, (unsigned long long)g);
-        }
-    }
+    const size_t i = tu_first_diff(want, got, n, ob);
+    if (i < n)
+        fail_msg("%s: element %zu of %zu: input 0x%llx, want 0x%llx, got 0x%llx", what, i, n,
+                 (unsigned long long)tu_elem(in, i, ib), (unsigned long long)tu_elem(want, i, ob),
+                 (unsigned long long)tu_elem(got, i, ob));
 }
 
 static size_t dsize(int d) { return mxp_dtype_size((mxp_dtype)d); }

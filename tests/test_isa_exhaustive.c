@@ -29,6 +29,7 @@
 
 #include "kernels.h"
 #include "mixprec.h"
+#include "test_util.h"
 
 #define BLOCK ((size_t)1 << 20)
 #define NTHREADS 2
@@ -64,19 +65,12 @@ static void *run_job(void *p)
         const mxp__cvt_args a = {j->sat, 0x5EEDull, base};
         ref(want, src, BLOCK, &a);
         fn(got, src, BLOCK, &a);
-        if (memcmp(want, got, BLOCK * ob) != 0) {
-            for (size_t i = 0; i < BLOCK; i++) {
-                uint32_t wv = 0, gv = 0;
-                memcpy(&wv, want + i * ob, ob);
-                memcpy(&gv, got + i * ob, ob);
-                if (wv != gv) {
-                    j->bad = true;
-                    j->bad_in = src[i];
-                    j->bad_want = wv;
-                    j->bad_got = gv;
-                    break;
-                }
-            }
+        const size_t i = tu_first_diff(want, got, BLOCK, ob);
+        if (i < BLOCK) {
+            j->bad = true;
+            j->bad_in = src[i];
+            j->bad_want = (uint32_t)tu_elem(want, i, ob);
+            j->bad_got = (uint32_t)tu_elem(got, i, ob);
         }
     }
 out:

@@ -17,15 +17,10 @@
 #include <cmocka.h>
 
 #include "mixprec.h"
+#include "test_util.h"
 
 static uint64_t rng_state = 0x0DDB1A5E5BAD5EEDull;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return tu_rand64(&rng_state); }
 
 static bool same_state(const mxp_loss_scale *a, const mxp_loss_scale *b)
 {

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "mixprec.h"
+#include "test_util.h"
 
 static mxp_policy P(const char *text)
 {
@@ -294,13 +295,7 @@ static const char *const path_pool[] = {
 #define NPATHS (sizeof path_pool / sizeof path_pool[0])
 
 static uint64_t rng_state = 88172645463325252ull;
-static uint32_t rnd(uint32_t n)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state % n);
-}
+static uint32_t rnd(uint32_t n) { return (uint32_t)(tu_rand64(&rng_state) % n); }
 
 static mxp_policy random_policy(void)
 {

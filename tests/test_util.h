@@ -1,0 +1,72 @@
+/*
+ * test_util.h - small helpers every test shares (header-only, tests/ only; no cmocka needed, so
+ * the dependency-free tests/isa_check.c uses it too).
+ *   - bit casts between floats and their patterns;
+ *   - a seeded generator (splitmix64) with its state in the caller, so each test has its own
+ *     reproducible stream;
+ *   - reading element i of an array of 1/2/4/8-byte elements as a number, and finding the first
+ *     element where two arrays differ (for messages that name the index, input, want and got).
+ */
+#ifndef MIXPREC_TEST_UTIL_H
+#define MIXPREC_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline float tu_f32(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint32_t tu_bits32(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+static inline double tu_f64(uint64_t bits)
+{
+    double d;
+    memcpy(&d, &bits, 8);
+    return d;
+}
+
+static inline uint64_t tu_bits64(double d)
+{
+    uint64_t b;
+    memcpy(&b, &d, 8);
+    return b;
+}
+
+/* splitmix64: the next 64 random bits of the stream *state. */
+static inline uint64_t tu_rand64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Element i of an array of `size`-byte elements (size <= 8), as an unsigned number. */
+static inline uint64_t tu_elem(const void *p, size_t i, size_t size)
+{
+    uint64_t v = 0;
+    memcpy(&v, (const unsigned char *)p + i * size, size < 8 ? size : 8);
+    return v;
+}
+
+/* Index of the first element where a and b (n elements of `size` bytes) differ, or n. */
+static inline size_t tu_first_diff(const void *a, const void *b, size_t n, size_t size)
+{
+    if (memcmp(a, b, n * size) == 0) return n;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp((const unsigned char *)a + i * size, (const unsigned char *)b + i * size, size))
+            return i;
+    return n;
+}
+
+#endif /* MIXPREC_TEST_UTIL_H */
