@@ -2,7 +2,7 @@
  * bench_convert.c - conversion throughput per ISA path, thread count and size, against memcpy.
  *
  * For each conversion (float32 <-> float16 / bfloat16 / float8, nearest-even and saturating,
- * and float32 -> bfloat16 stochastic), each ISA table this CPU has (scalar, avx2, avx512, neon),
+ * and stochastic rounding to every narrow format), each ISA table this CPU has (scalar, avx2, avx512, neon),
  * 1 and 2 threads, and n in {2^12, 2^16, 2^20, 2^24, 2^26}: the median ns per element, the GB/s
  * of bytes moved (read + written) and the ratio to the memcpy-equivalent baseline of
  * bench_util.h (memcpy of (bytes_in + bytes_out) / 2, measured in the same run; ratio > 1 means
@@ -10,12 +10,16 @@
  *
  * Threads are split the way src/convert.c splits them: contiguous chunks on 64-element
  * boundaries, chunk 0 on the calling thread, one pthread started per other chunk per call (so
- * thread start-up is part of the cost, as it is for mxp_convert_ex).
+ * thread start-up is part of the cost, as it is for mxp_convert_ex). A "2 threads" row asks for
+ * two threads the way mxp_convert_ex does: below 2 * mxp__convert_min_per_thread elements the
+ * library runs one thread, and so does the row (th column "2>1"). --scan forces the split at
+ * every size, which is how the threshold was measured.
  *
- * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--scan]
+ * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--scan]
  *   --quick   n in {2^16, 2^26} only
  *   --csv     one CSV row per measurement instead of the table
  *   --isa     only this path (scalar, avx2, avx512, neon)
+ *   --only    only the conversions whose name starts with this (e.g. "f32->e5m2")
  *   --scan    instead: 1 vs 2 threads for n = 2^13 .. 2^22 (the threading threshold)
  * Not a test: numbers on a shared machine are noisy; read medians and ratios.
  */
@@ -25,6 +29,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "internal.h"
 #include "kernels.h"
 #include "mixprec.h"
 
@@ -46,6 +51,9 @@ static const conv convs[] = {
     {"e4m3fn->f32", MXP_FLOAT32, MXP_FLOAT8_E4M3FN, MXP__RNE, false},
     {"e5m2->f32", MXP_FLOAT32, MXP_FLOAT8_E5M2, MXP__RNE, false},
     {"f32->bf16 SR", MXP_BFLOAT16, MXP_FLOAT32, MXP__SR, false},
+    {"f32->f16 SR", MXP_FLOAT16, MXP_FLOAT32, MXP__SR, false},
+    {"f32->e4m3fn SR", MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__SR, false},
+    {"f32->e5m2 SR", MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__SR, false},
 };
 #define NCONVS (sizeof convs / sizeof convs[0])
 
@@ -144,22 +152,29 @@ static double memcpy_ns(size_t in, size_t out)
     return ns;
 }
 
-static bool csv;
+static bool csv, forced;
 
 static void measure(const conv *c, const mxp__kernels *k, int threads, size_t n, unsigned char *dst,
                     const unsigned char *src)
 {
     const size_t ib = mxp_dtype_size((mxp_dtype)c->src), ob = mxp_dtype_size((mxp_dtype)c->dst);
-    work w = {k->cvt[c->dst][c->src][c->mode], dst, src, n, ib, ob, {c->sat, 42, 0}, threads};
+    /* as mxp_convert_ex: at most one thread per mxp__convert_min_per_thread elements */
+    int run = threads;
+    if (!forced && (size_t)run > n / mxp__convert_min_per_thread)
+        run = n / mxp__convert_min_per_thread > 1 ? (int)(n / mxp__convert_min_per_thread) : 1;
+    char th[16];
+    if (run == threads) snprintf(th, sizeof th, "%d", threads);
+    else snprintf(th, sizeof th, "%d>%d", threads, run);
+    work w = {k->cvt[c->dst][c->src][c->mode], dst, src, n, ib, ob, {c->sat, 42, 0}, run};
     const double ns = bu_time_median(run_work, &w);
     const double base = memcpy_ns(n * ib, n * ob);
     const double gbps = bu_gbps(n * (ib + ob), ns);
     const double ratio = ns > 0 ? base / ns : 0;
     if (csv) {
-        printf("%s,%s,%d,%zu,%.4f,%.2f,%.2f,%.3f\n", c->name, k->name, threads, n, ns / (double)n, gbps,
+        printf("%s,%s,%s,%zu,%.4f,%.2f,%.2f,%.3f\n", c->name, k->name, th, n, ns / (double)n, gbps,
                bu_gbps(n * (ib + ob), base), ratio);
     } else {
-        printf("%-16s %-7s %2d  2^%-3d %9.4f %8.2f %8.2f %7.2fx\n", c->name, k->name, threads,
+        printf("%-16s %-7s %3s  2^%-3d %9.4f %8.2f %8.2f %7.2fx\n", c->name, k->name, th,
                (int)__builtin_ctzll(n), ns / (double)n, gbps, bu_gbps(n * (ib + ob), base), ratio);
     }
     fflush(stdout);
@@ -168,14 +183,15 @@ static void measure(const conv *c, const mxp__kernels *k, int threads, size_t n,
 int main(int argc, char **argv)
 {
     bool quick = false, scan = false;
-    const char *only = NULL;
+    const char *only = NULL, *conv_only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--csv") == 0) csv = true;
-        else if (strcmp(argv[i], "--scan") == 0) scan = true;
+        else if (strcmp(argv[i], "--scan") == 0) scan = forced = true;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) conv_only = argv[++i];
         else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--scan]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--scan]\n", argv[0]);
             return 2;
         }
     }
@@ -196,12 +212,13 @@ int main(int argc, char **argv)
         printf("mixprec conversions; active path %s; GB/s = bytes read + written per second;\n"
                "ratio = memcpy-equivalent time / conversion time (same traffic, same run)\n\n",
                mxp_isa());
-        printf("%-16s %-7s %2s  %-5s %9s %8s %8s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
+        printf("%-16s %-7s %3s  %-5s %9s %8s %8s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
                "GB/s", "memcpy", "ratio");
     }
     for (size_t ci = 0; ci < NCONVS; ci++) {
         const conv *c = &convs[ci];
         if (scan && ci != 1 && ci != 2) continue; /* f32->bf16 and f16->f32 tell the threshold */
+        if (conv_only && strncmp(c->name, conv_only, strlen(conv_only)) != 0) continue;
         fill_src(src, c->src, maxn);
         for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
             const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);

@@ -53,6 +53,9 @@
  *                             nt: a streaming store (p aligned to 4*VL bytes)
  *   hw_f16_ld(p)              VL float16 at p -> float32 bits (VCVTPH2PS: exact, DAZ ignored,
  *                             NaN quieted with the payload zero-filled = the reference)
+ * and, with it, may define MXP_SIMD_HW_E5M2 with
+ *   hw_e5m2_ld(p)             VL e5m2 bytes at p -> float32 bits through the float16 hardware
+ *                             conversion (e5m2 b is the float16 b << 8)
  * and may define ISA-specific fast steps (cvt_avx2.c does), each replacing a generic one:
  *   MXP_SIMD_ANY_NAN2 with any_nan2(x, y): true when a lane of x or y is a float32 NaN
  *   MXP_SIMD_BF16_RNE2 with bf16_rne2(p, x, y, sat, nt): 2*VL float32 without NaN -> bfloat16
@@ -293,6 +296,49 @@ static SIMD_INLINE V norm_fast(V u, const sfmt t, const fastc c)
     return v_or(v_keep(m_gt(a, v_set1(c.tiny)), q), sign);
 }
 
+/* Stochastic rounding to float16 / e4m3fn / e5m2 for lanes in the normal range without any
+ * chance of overflow, lo <= |x| <= hi with hi = max finite exactly (a larger |x| could round up
+ * past it). There the dropped part is the low D bits of a, and
+ *     F + r >= 2^32  <=>  (a mod 2^D) + (r >> (32 - D)) >= 2^D
+ * (F = (a mod 2^D) << (32 - D) is a multiple of 2^(32 - D), so r's low 32 - D bits cannot carry
+ * into bit 32 on their own), hence q = (a - rebias + (r >> (32 - D))) >> D, never past max.
+ * A zero lane (+-0) never rounds up (F = 0) and stays +-0: sr_fast_z keeps it. */
+typedef struct srconst {
+    uint32_t lo, hi, rebias;
+} srconst;
+
+static SIMD_INLINE srconst sr_consts(const sfmt t)
+{
+    const uint32_t rebias = (uint32_t)(127 - t.bias) << 23;
+    srconst c;
+    c.lo = (uint32_t)(128 - t.bias) << 23;
+    c.hi = (t.maxfin << (23 - t.m)) + rebias;
+    c.rebias = rebias;
+    return c;
+}
+
+/* lane outside [lo, hi] (zero included), one signed compare as in norm_out */
+static SIMD_INLINE M sr_out(V u, const srconst c)
+{
+    const V a = v_and(u, v_set1(0x7FFFFFFFu));
+    return m_gt(v_set1(0x7FFFFFFFu - (c.hi - c.lo)), v_add(a, v_set1(0x7FFFFFFFu - c.hi)));
+}
+
+/* lane neither in [lo, hi] nor +-0 */
+static SIMD_INLINE M sr_bad_z(V u, const srconst c)
+{
+    return m_and(sr_out(u, c), m_gt(v_and(u, v_set1(0x7FFFFFFFu)), v_set1(0u)));
+}
+
+static SIMD_INLINE V sr_fast(V u, V r, const sfmt t, const srconst c, int zeros)
+{
+    const int D = 23 - t.m;
+    const V a = v_and(u, v_set1(0x7FFFFFFFu));
+    V q = v_srli(v_add(v_sub(a, v_set1(c.rebias)), v_srli(r, 32 - D)), D);
+    if (zeros) q = v_keep(m_gt(a, v_set1(0u)), q);
+    return v_or(q, v_and(v_srli(u, 32 - t.bits), v_set1(1u << (t.bits - 1))));
+}
+
 #ifdef MXP_SIMD_HW_F16
 /* The hardware's float32 bits; saturate: +-inf -> +-FLT_MAX (0x7F800000 - 1 = 0x7F7FFFFF). */
 static SIMD_INLINE V widen_hw_f16(V u, V infout)
@@ -418,13 +464,46 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
     return i;
 }
 
+/* The stochastic steps from element i to end (a multiple of 2*VL elements later), all in one
+ * block of 2^32 indices: lo = the low half of element i's index, key = the block's key. */
+static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_t i, size_t end,
+                                 uint32_t lo, uint64_t key, const sfmt t, int sat, int nt)
+{
+    const size_t ob = (size_t)t.bits / 8;
+    const V over = v_set1(sat ? t.maxfin : t.fn ? 0x7Fu : t.inf);
+    const V klo = v_set1((uint32_t)key), khi = v_set1((uint32_t)(key >> 32));
+    const V step = v_set1((uint32_t)VL);
+    const srconst sc = sr_consts(t);
+    V il = v_add(v_set1(lo), v_iota());
+    for (; i < end; i += 2 * VL) {
+        const V r0 = sr_words(il, klo, khi);
+        il = v_add(il, step);
+        const V r1 = sr_words(il, klo, khi);
+        il = v_add(il, step);
+        const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
+        if (t.bias == 127) {
+            if (!m_any(m_or(bf16_bad(u0), bf16_bad(u1)))) {
+                st_narrow2(d + 2 * i, bf16_fast(u0, r0, 1, sat), bf16_fast(u1, r1, 1, sat), 16, nt);
+                continue;
+            }
+        } else if (!m_any(m_or(sr_out(u0, sc), sr_out(u1, sc)))) {
+            st_narrow2(d + ob * i, sr_fast(u0, r0, t, sc, 0), sr_fast(u1, r1, t, sc, 0), t.bits, nt);
+            continue;
+        } else if (!m_any(m_or(sr_bad_z(u0, sc), sr_bad_z(u1, sc)))) {
+            st_narrow2(d + ob * i, sr_fast(u0, r0, t, sc, 1), sr_fast(u1, r1, t, sc, 1), t.bits, nt);
+            continue;
+        }
+        st_narrow2(d + ob * i, narrow1(u0, r0, t, 1, over), narrow1(u1, r1, t, 1, over), t.bits, nt);
+    }
+    return i;
+}
+
 static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
                                     const sfmt t, int sr)
 {
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
     const size_t ob = (size_t)t.bits / 8;
-    const V over = v_set1(a->saturate ? t.maxfin : t.fn ? 0x7Fu : t.inf);
     const int mode = sr ? MXP__SR : MXP__RNE;
     size_t i = 0;
     int nt = 0;
@@ -460,23 +539,8 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
             if ((uint64_t)cnt > room) cnt = (size_t)room;
             const size_t end = i + cnt / (2 * VL) * (2 * VL);
             const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
-            const V klo = v_set1((uint32_t)key), khi = v_set1((uint32_t)(key >> 32));
-            V il = v_add(v_set1(lo), v_iota());
-            const V step = v_set1((uint32_t)VL);
-            for (; i < end; i += 2 * VL) {
-                const V r0 = sr_words(il, klo, khi);
-                il = v_add(il, step);
-                const V r1 = sr_words(il, klo, khi);
-                il = v_add(il, step);
-                const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
-                if (t.bias == 127 && !m_any(m_or(bf16_bad(u0), bf16_bad(u1)))) {
-                    st_narrow2(d + 2 * i, bf16_fast(u0, r0, 1, a->saturate),
-                               bf16_fast(u1, r1, 1, a->saturate), 16, nt);
-                    continue;
-                }
-                st_narrow2(d + ob * i, narrow1(u0, r0, t, 1, over), narrow1(u1, r1, t, 1, over),
-                           t.bits, nt);
-            }
+            if (a->saturate) i = nt ? sr_run(d, s, i, end, lo, key, t, 1, 1) : sr_run(d, s, i, end, lo, key, t, 1, 0);
+            else i = nt ? sr_run(d, s, i, end, lo, key, t, 0, 1) : sr_run(d, s, i, end, lo, key, t, 0, 0);
         }
     }
 #ifdef MXP_SIMD_NT_STORE32
@@ -500,8 +564,14 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 #else
 #define WIDEN_F16(off) widen1(ld16(s + 2 * (off)), t, infout)
 #endif
+#ifdef MXP_SIMD_HW_E5M2
+#define WIDEN_F8(off) (t.dt == MXP_FLOAT8_E5M2 ? widen_hw_f16(hw_e5m2_ld(s + (off)), infout)         \
+                                               : widen1(ld8(s + (off)), t, infout))
+#else
+#define WIDEN_F8(off) widen1(ld8(s + (off)), t, infout)
+#endif
 #define WIDEN_ONE(off) (bf ? widen_bf16(ld16(s + 2 * (off)), infout)                           \
-                           : t.bits == 16 ? WIDEN_F16(off) : widen1(ld8(s + (off)), t, infout))
+                           : t.bits == 16 ? WIDEN_F16(off) : WIDEN_F8(off))
 #ifdef MXP_SIMD_NT_STORE32
     if (n * (4 + ib) >= MXP_SIMD_NT_THRESHOLD) {
         /* Streaming stores need an aligned destination: plain stores up to the boundary. */
@@ -528,6 +598,7 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
         st32(d + 4 * i + 4 * VL, WIDEN_ONE(i + VL));
     }
 #undef WIDEN_ONE
+#undef WIDEN_F8
 #undef WIDEN_F16
     scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d + 4 * i, s + ib * i, n - i, a, a->index0 + i);
 }
