@@ -188,6 +188,25 @@ PRIM V hw_e5m2_ld(const void *p)
     return _mm256_castps_si256(_mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), b)));
 }
 
+/* e4m3fn byte S EEEE MMM -> the float16 S EEEE0 MMM0000000 read with float16's 5-bit exponent
+ * field: the same bits one place lower, i.e. the value times 2^-8 (bias 15 instead of 7), and
+ * e4m3fn subnormals land on float16 subnormals (m * 2^-9 -> m << 7 = m * 2^-17). VCVTPH2PS then
+ * times 256 (VMULPS) is exact: the products are normal float32 (>= 2^-9) or +-0, so MXCSR
+ * (FTZ, DAZ, rounding) cannot touch them. The NaN S.1111.111 came out as +-480 (the float16
+ * 1.875 * 256): its magnitude bits 0x43F00000 become the reference's 0x7FC00000 by one XOR.
+ *   word w = b << 8 (unpack with zero bytes),  float16 = w - ((w >> 1) & 0x3F80) */
+#define MXP_SIMD_HW_E4M3 1
+PRIM V hw_e4m3_ld(const void *p)
+{
+    const __m128i w = _mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)p));
+    const __m128i h = _mm_sub_epi16(w, _mm_and_si128(_mm_srli_epi16(w, 1), _mm_set1_epi16(0x3F80)));
+    const __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    const V u = _mm256_castps_si256(f);
+    const V nan = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
+                                     _mm256_set1_epi32(0x43F00000));
+    return _mm256_blendv_epi8(u, _mm256_xor_si256(u, _mm256_set1_epi32(0x43F00000 ^ 0x7FC00000)), nan);
+}
+
 /* Streaming stores when one call reads + writes at least this many bytes: measured here
  * (Zen 3, 32 MB L3) float16 -> float32 streams 2x faster at 2^22 elements (24 MB) and 1.3x
  * slower at 2^21 (12 MB, still cache-resident); see bench/RESULTS.md. */

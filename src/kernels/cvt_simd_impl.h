@@ -56,6 +56,8 @@
  * and, with it, may define MXP_SIMD_HW_E5M2 with
  *   hw_e5m2_ld(p)             VL e5m2 bytes at p -> float32 bits through the float16 hardware
  *                             conversion (e5m2 b is the float16 b << 8)
+ *   and MXP_SIMD_HW_E4M3 with hw_e4m3_ld(p): VL e4m3fn bytes at p -> float32 bits, the same way
+ *                             with a rebias (see cvt_avx2.c)
  * and may define ISA-specific fast steps (cvt_avx2.c does), each replacing a generic one:
  *   MXP_SIMD_ANY_NAN2 with any_nan2(x, y): true when a lane of x or y is a float32 NaN
  *   MXP_SIMD_BF16_RNE2 with bf16_rne2(p, x, y, sat, nt): 2*VL float32 without NaN -> bfloat16
@@ -565,11 +567,16 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 #define WIDEN_F16(off) widen1(ld16(s + 2 * (off)), t, infout)
 #endif
 #ifdef MXP_SIMD_HW_E5M2
-#define WIDEN_F8(off) (t.dt == MXP_FLOAT8_E5M2 ? widen_hw_f16(hw_e5m2_ld(s + (off)), infout)         \
-                                               : widen1(ld8(s + (off)), t, infout))
+#define WIDEN_E5M2(off) widen_hw_f16(hw_e5m2_ld(s + (off)), infout)
 #else
-#define WIDEN_F8(off) widen1(ld8(s + (off)), t, infout)
+#define WIDEN_E5M2(off) widen1(ld8(s + (off)), t, infout)
 #endif
+#ifdef MXP_SIMD_HW_E4M3
+#define WIDEN_E4M3(off) hw_e4m3_ld(s + (off))
+#else
+#define WIDEN_E4M3(off) widen1(ld8(s + (off)), t, infout)
+#endif
+#define WIDEN_F8(off) (t.dt == MXP_FLOAT8_E5M2 ? WIDEN_E5M2(off) : WIDEN_E4M3(off))
 #define WIDEN_ONE(off) (bf ? widen_bf16(ld16(s + 2 * (off)), infout)                           \
                            : t.bits == 16 ? WIDEN_F16(off) : WIDEN_F8(off))
 #ifdef MXP_SIMD_NT_STORE32
@@ -599,6 +606,8 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
     }
 #undef WIDEN_ONE
 #undef WIDEN_F8
+#undef WIDEN_E4M3
+#undef WIDEN_E5M2
 #undef WIDEN_F16
     scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d + 4 * i, s + ib * i, n - i, a, a->index0 + i);
 }
