@@ -69,6 +69,25 @@ static void fill(unsigned char *p, size_t n, size_t bytes)
     }
 }
 
+/* float32 data that mostly takes the fast paths: values uniform in [-8, 8] (like the benchmark's)
+ * with, one time in `rate`, an irregular element: a special pattern (zero, tiny, subnormal,
+ * overflow, inf, NaN, boundary) or any bit pattern. Irregular elements at random places make
+ * every step pattern happen: wide steps that pass, wide steps that fail at each of their lanes,
+ * runs of tiny-aware steps and their ends, the general path between fast ones. */
+static void fill_mix(unsigned char *p, size_t n, uint32_t rate)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v;
+        if (rnd32() % rate == 0) {
+            v = rnd32() % 4 ? specials32[rnd32() % NSPECIALS] : rnd32();
+        } else {
+            const float f = (float)((double)rnd32() * 0x1p-32 * 16.0 - 8.0);
+            memcpy(&v, &f, 4);
+        }
+        memcpy(p + 4 * i, &v, 4);
+    }
+}
+
 static const char *dt_name(int d) { return mxp_dtype_name((mxp_dtype)d); }
 
 /* Compare `n` output elements; print the first difference with its input. */
@@ -170,14 +189,67 @@ static void run_isa(mxp__isa_id isa)
 #endif
 }
 
+/* Mostly-regular data (fill_mix) at several irregularity rates, sizes and destination offsets
+ * (mod 32 bytes: a streaming or 32-byte store must not assume more alignment than it has). */
+static void test_mixed_data(void **state)
+{
+    (void)state;
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    enum { MIXN = 4099 };
+    unsigned char *src = malloc(4 * MIXN), *want = malloc(4 * MIXN), *got = aligned_alloc(64, (4 * MIXN + 64 + 63) / 64 * 64);
+    assert_non_null(src);
+    assert_non_null(want);
+    assert_non_null(got);
+    static const uint32_t rates[] = {2, 16, 256, 4096};
+    static const size_t sizes[] = {100, 1000, 4099};
+    static const size_t dofs[] = {0, 1, 2, 16, 18};
+    int checked = 0;
+    for (int isa = 1; isa < MXP__ISA_COUNT; isa++) {
+        const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
+        if (!k) continue;
+        for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
+            for (int mode = 0; mode < MXP__NMODES; mode++) {
+                if (k->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
+                const size_t ob = dsize(d);
+                for (size_t ri = 0; ri < sizeof rates / sizeof rates[0]; ri++)
+                    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                        const size_t n = sizes[si];
+                        fill_mix(src, n, rates[ri]);
+                        for (size_t oi = 0; oi < sizeof dofs / sizeof dofs[0]; oi++)
+                            for (int sat = 0; sat <= 1; sat++) {
+                                const mxp__cvt_args a = {sat, 11 + ri, 0xFFFFF000ull * (si & 1)};
+                                ref->cvt[d][MXP_FLOAT32][mode](want, src, n, &a);
+                                k->cvt[d][MXP_FLOAT32][mode](got + dofs[oi], src, n, &a);
+                                char what[160];
+                                snprintf(what, sizeof what,
+                                         "%s float32 -> %s %s sat=%d n=%zu rate=1/%u dst+%zu", k->name,
+                                         dt_name(d), mode ? "SR" : "RNE", sat, n, (unsigned)rates[ri], dofs[oi]);
+                                expect_same(want, got + dofs[oi], src, n, ob, 4, what);
+                                checked++;
+                            }
+                    }
+            }
+    }
+    free(src);
+    free(want);
+    free(got);
+    if (!checked) {
+        print_message("no SIMD path on this CPU/build: skipped\n");
+        skip();
+    }
+}
+
 /* Large calls take the streaming-store path (one call reading + writing >= 24 MB, see
- * cvt_simd_impl.h): every accelerated entry at n = 5M + 77, destination misaligned. */
+ * cvt_simd_impl.h): every accelerated entry at n = 5M + 77, destination misaligned by 1 and 3
+ * bytes; float32 sources also with mostly-regular data (fill_mix, so that the fast paths and
+ * their streaming stores run) and destinations 0, 2, 16 and 18 bytes past a 64-byte boundary. */
 static void test_streaming(void **state)
 {
     (void)state;
     const size_t n = ((size_t)24 << 20) / 5 + 77;
     const mxp__kernels *ref = mxp__scalar_kernels();
-    unsigned char *src = malloc(4 * n + 8), *want = malloc(4 * n + 8), *got = malloc(4 * n + 8);
+    unsigned char *src = malloc(4 * n + 8), *want = malloc(4 * n + 8),
+                  *got = aligned_alloc(64, (4 * n + 64 + 63) / 64 * 64);
     assert_non_null(src);
     assert_non_null(want);
     assert_non_null(got);
@@ -191,16 +263,22 @@ static void test_streaming(void **state)
                     if (k->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
                     const size_t ib = dsize(s), ob = dsize(d);
                     if (ib == 8 || ob == 8) continue;
-                    fill(src + 2, n, ib);
-                    for (size_t dof = 1; dof <= 3; dof += 2) {
-                        const mxp__cvt_args a = {dof == 3, 7, 0xFFFF0000ull};
-                        ref->cvt[d][s][mode](want, src + 2, n, &a);
-                        k->cvt[d][s][mode](got + dof, src + 2, n, &a);
-                        char what[128];
-                        snprintf(what, sizeof what, "%s %s -> %s %s n=%zu (streaming)", k->name,
-                                 dt_name(s), dt_name(d), mode ? "SR" : "RNE", n);
-                        expect_same(want, got + dof, src + 2, n, ob, ib, what);
-                        checked++;
+                    for (int data = 0; data < (ib == 4 ? 2 : 1); data++) {
+                        if (data == 0) fill(src + 2, n, ib);
+                        else fill_mix(src + 2, n, 64);
+                        static const size_t dofs[2][4] = {{1, 3}, {0, 2, 16, 18}};
+                        for (int oi = 0; oi < (data ? 4 : 2); oi++) {
+                            const size_t dof = dofs[data][oi];
+                            const mxp__cvt_args a = {oi & 1, 7, 0xFFFF0000ull};
+                            ref->cvt[d][s][mode](want, src + 2, n, &a);
+                            k->cvt[d][s][mode](got + dof, src + 2, n, &a);
+                            char what[128];
+                            snprintf(what, sizeof what, "%s %s -> %s %s n=%zu dst+%zu%s (streaming)",
+                                     k->name, dt_name(s), dt_name(d), mode ? "SR" : "RNE", n, dof,
+                                     data ? " mostly regular" : "");
+                            expect_same(want, got + dof, src + 2, n, ob, ib, what);
+                            checked++;
+                        }
                     }
                 }
     }
@@ -296,6 +374,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_neon),
+        cmocka_unit_test(test_mixed_data),
         cmocka_unit_test(test_streaming),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

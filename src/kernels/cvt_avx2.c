@@ -51,7 +51,8 @@ PRIM V v_i2f_bits(V x) { return _mm256_castps_si256(_mm256_cvtepi32_ps(x)); }
 PRIM V v_iota(void) { return _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); }
 PRIM V ld32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 PRIM V ld16(const void *p) { return _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)); }
-PRIM V ld8(const void *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+/* unused while both float8 decodes go through F16C (MXP_SIMD_HW_E4M3 / _E5M2) */
+__attribute__((unused)) PRIM V ld8(const void *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 PRIM void st32(void *p, V x) { _mm256_storeu_si256((__m256i *)p, x); }
 PRIM void st16x2(void *p, V x, V y)
 {
@@ -161,8 +162,13 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
     const V mul = _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8));
     const V b = _mm256_packus_epi16(_mm256_maddubs_epi16(w0, mul), _mm256_maddubs_epi16(w1, mul));
     const V o = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    if (nt) _mm256_stream_si256((__m256i *)p, o);
-    else _mm256_storeu_si256((__m256i *)p, o);
+    if (nt) {
+        /* streaming: p is only 16-byte aligned (a 2*VL step before may have moved it by 16) */
+        _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(o));
+        _mm_stream_si128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
+    } else {
+        _mm256_storeu_si256((__m256i *)p, o);
+    }
     return true;
 }
 #define MXP_SIMD_NARROW8_FAST 1
