@@ -8,6 +8,8 @@
  *   - sizes 0..300 at unaligned source/destination addresses, random patterns dense with
  *     special values, saturate off/on, stochastic rounding with index0 near and across 2^32,
  *     guard bytes after the output;
+ *   - float32 -> narrow on mostly-regular data (uniform values with a few irregular ones at
+ *     several rates), so that the fast paths and the switches between paths run;
  *   - float32 -> narrow on a strided sample of all 2^32 patterns (every 2^32/N-th pattern plus
  *     a moving offset, so all exponents and low bits appear) in all four modes;
  *   - every float16 / bfloat16 / float8 pattern -> float32, saturate off/on;
@@ -93,6 +95,48 @@ static void sizes_check(const mxp__kernels *k)
                         }
                 }
             }
+}
+
+/* Mostly-regular float32 data (uniform in [-8, 8], one irregular element in `rate`: a special
+ * or any pattern), so that the fast paths, their wide steps and the switches between paths run
+ * (test_isa.c's fill_mix, for the host). */
+static void mixed_check(const mxp__kernels *k)
+{
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    enum { MIXN = 4099 };
+    static unsigned char src[4 * MIXN], want[4 * MIXN], got[4 * MIXN + 64];
+    static const uint32_t rates[] = {2, 16, 256};
+    static const size_t sizes[] = {1000, 4099}, dofs[] = {0, 1, 2, 16};
+    for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
+        for (int mode = 0; mode < MXP__NMODES; mode++) {
+            if (k->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
+            const size_t ob = mxp_dtype_size((mxp_dtype)d);
+            for (size_t ri = 0; ri < sizeof rates / sizeof rates[0]; ri++)
+                for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                    const size_t n = sizes[si];
+                    for (size_t i = 0; i < n; i++) {
+                        uint32_t v;
+                        if (rnd() % rates[ri] == 0) {
+                            v = rnd() % 4 ? specials[rnd() % (sizeof specials / 4)] : rnd();
+                        } else {
+                            const float f = (float)((double)rnd() * 0x1p-32 * 16.0 - 8.0);
+                            memcpy(&v, &f, 4);
+                        }
+                        memcpy(src + 4 * i, &v, 4);
+                    }
+                    for (size_t oi = 0; oi < sizeof dofs / sizeof dofs[0]; oi++)
+                        for (int sat = 0; sat < 2; sat++) {
+                            const mxp__cvt_args a = {sat != 0, 99 + ri, 0xFFFFF000ull * (si & 1)};
+                            ref->cvt[d][MXP_FLOAT32][mode](want, src, n, &a);
+                            k->cvt[d][MXP_FLOAT32][mode](got + dofs[oi], src, n, &a);
+                            char what[128];
+                            snprintf(what, sizeof what, "%s float32->%s mode %d sat %d n %zu rate 1/%u dst+%zu",
+                                     k->name, mxp_dtype_name((mxp_dtype)d), mode, sat, n,
+                                     (unsigned)rates[ri], dofs[oi]);
+                            compare(want, got + dofs[oi], src, n, ob, 4, what);
+                        }
+                }
+        }
 }
 
 static void sweep_check(const mxp__kernels *k, int log2n)
@@ -199,11 +243,12 @@ int main(int argc, char **argv)
         for (int pass = 0; pass < 2; pass++) {
             const uint64_t old = pass ? ftz_on() : 0;
             sizes_check(k);
+            mixed_check(k);
             decode_check(k);
             sweep_check(k, pass ? 18 : log2n);
             if (pass) ftz_restore(old);
         }
-        printf("  %s: sizes 0..300, decodes, float32 sweep of 2^%d per mode (and with FTZ): %s\n",
+        printf("  %s: sizes 0..300, mostly-regular data, decodes, float32 sweep of 2^%d per mode (and with FTZ): %s\n",
                k->name, log2n, failures ? "FAILED" : "ok");
     }
     /* Dispatch: "scalar" forces the scalar path; a path this CPU lacks falls back below it. */
