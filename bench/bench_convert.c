@@ -15,10 +15,14 @@
  * library runs one thread, and so does the row (th column "2>1"). --scan forces the split at
  * every size, which is how the threshold was measured.
  *
- * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--scan]
+ * Peer rows ("ggml-style", one thread): the row loops an engine without a conversion library
+ * writes (see peer_for below), for float32 <-> float16 / bfloat16 nearest-even.
+ *
+ * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--scan]
  *   --quick   n in {2^16, 2^26} only
  *   --csv     one CSV row per measurement instead of the table
- *   --isa     only this path (scalar, avx2, avx512, neon)
+ *   --isa     only this path (scalar, avx2, avx512, neon, or ggml-style for the peer rows only)
+ *   --peers   with --isa: the peer rows too
  *   --only    only the conversions whose name starts with this (e.g. "f32->e5m2")
  *   --scan    instead: 1 vs 2 threads for n = 2^13 .. 2^22 (the threading threshold)
  * Not a test: numbers on a shared machine are noisy; read medians and ratios.
@@ -154,8 +158,87 @@ static double memcpy_ns(size_t in, size_t out)
 
 static bool csv, forced;
 
+/*
+ * Peer baselines: "ggml-style" row loops, the way ggml-like engines convert a row when they
+ * have no library for it (written here from the usual idioms, not copied): float32 <-> float16
+ * eight at a time with F16C and plain stores, float32 -> bfloat16 one element at a time with the
+ * NaN check and the carry trick, bfloat16 -> float32 one shift per element. Plain C loops the
+ * compiler may vectorize as it likes; no threads, no streaming stores. Float8 has no such
+ * baseline (ggml has no float8 type). Only on a CPU with F16C (AVX2 machines).
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PEER_F16C __attribute__((target("avx2,f16c")))
+PEER_F16C static void peer_f32_f16(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    (void)a;
+    const float *x = src;
+    uint16_t *y = dst;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = (uint16_t)_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+PEER_F16C static void peer_f16_f32(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    (void)a;
+    const uint16_t *x = src;
+    float *y = dst;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+#define HAVE_PEER_F16C 1
+#endif
+static void peer_f32_bf16(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    (void)a;
+    const unsigned char *x = src;
+    uint16_t *y = dst;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + 4 * i, 4);
+        if ((u & 0x7FFFFFFFu) > 0x7F800000u) y[i] = (uint16_t)((u >> 16) | 64); /* quiet NaN */
+        else y[i] = (uint16_t)((u + (0x7FFFu + ((u >> 16) & 1u))) >> 16);
+    }
+}
+static void peer_bf16_f32(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    (void)a;
+    const uint16_t *x = src;
+    unsigned char *y = dst;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)x[i] << 16;
+        memcpy(y + 4 * i, &u, 4);
+    }
+}
+
+/* The peer loop for conversion c, or NULL. */
+static mxp__cvt_fn peer_for(const conv *c)
+{
+    if (c->mode != MXP__RNE || c->sat) return NULL;
+#ifdef HAVE_PEER_F16C
+    if (mxp__kernels_for(MXP__ISA_AVX2)) { /* the library's check: AVX2 + F16C + OS support */
+        if (c->dst == MXP_FLOAT16 && c->src == MXP_FLOAT32) return peer_f32_f16;
+        if (c->dst == MXP_FLOAT32 && c->src == MXP_FLOAT16) return peer_f16_f32;
+    }
+#endif
+    if (c->dst == MXP_BFLOAT16 && c->src == MXP_FLOAT32) return peer_f32_bf16;
+    if (c->dst == MXP_FLOAT32 && c->src == MXP_BFLOAT16) return peer_bf16_f32;
+    return NULL;
+}
+
+static void measure_fn(const conv *c, const char *name, mxp__cvt_fn fn, int threads, size_t n,
+                       unsigned char *dst, const unsigned char *src);
+
 static void measure(const conv *c, const mxp__kernels *k, int threads, size_t n, unsigned char *dst,
                     const unsigned char *src)
+{
+    measure_fn(c, k->name, k->cvt[c->dst][c->src][c->mode], threads, n, dst, src);
+}
+
+static void measure_fn(const conv *c, const char *name, mxp__cvt_fn fn, int threads, size_t n,
+                       unsigned char *dst, const unsigned char *src)
 {
     const size_t ib = mxp_dtype_size((mxp_dtype)c->src), ob = mxp_dtype_size((mxp_dtype)c->dst);
     /* as mxp_convert_ex: at most one thread per mxp__convert_min_per_thread elements */
@@ -165,16 +248,16 @@ static void measure(const conv *c, const mxp__kernels *k, int threads, size_t n,
     char th[16];
     if (run == threads) snprintf(th, sizeof th, "%d", threads);
     else snprintf(th, sizeof th, "%d>%d", threads, run);
-    work w = {k->cvt[c->dst][c->src][c->mode], dst, src, n, ib, ob, {c->sat, 42, 0}, run};
+    work w = {fn, dst, src, n, ib, ob, {c->sat, 42, 0}, run};
     const double ns = bu_time_median(run_work, &w);
     const double base = memcpy_ns(n * ib, n * ob);
     const double gbps = bu_gbps(n * (ib + ob), ns);
     const double ratio = ns > 0 ? base / ns : 0;
     if (csv) {
-        printf("%s,%s,%s,%zu,%.4f,%.2f,%.2f,%.3f\n", c->name, k->name, th, n, ns / (double)n, gbps,
+        printf("%s,%s,%s,%zu,%.4f,%.2f,%.2f,%.3f\n", c->name, name, th, n, ns / (double)n, gbps,
                bu_gbps(n * (ib + ob), base), ratio);
     } else {
-        printf("%-16s %-7s %3s  2^%-3d %9.4f %8.2f %8.2f %7.2fx\n", c->name, k->name, th,
+        printf("%-16s %-10s %3s  2^%-3d %9.4f %8.2f %8.2f %7.2fx\n", c->name, name, th,
                (int)__builtin_ctzll(n), ns / (double)n, gbps, bu_gbps(n * (ib + ob), base), ratio);
     }
     fflush(stdout);
@@ -182,16 +265,17 @@ static void measure(const conv *c, const mxp__kernels *k, int threads, size_t n,
 
 int main(int argc, char **argv)
 {
-    bool quick = false, scan = false;
+    bool quick = false, scan = false, peers = false;
     const char *only = NULL, *conv_only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--csv") == 0) csv = true;
         else if (strcmp(argv[i], "--scan") == 0) scan = forced = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) conv_only = argv[++i];
+        else if (strcmp(argv[i], "--peers") == 0) peers = true;
         else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--scan]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--scan]\n", argv[0]);
             return 2;
         }
     }
@@ -212,7 +296,7 @@ int main(int argc, char **argv)
         printf("mixprec conversions; active path %s; GB/s = bytes read + written per second;\n"
                "ratio = memcpy-equivalent time / conversion time (same traffic, same run)\n\n",
                mxp_isa());
-        printf("%-16s %-7s %3s  %-5s %9s %8s %8s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
+        printf("%-16s %-10s %3s  %-5s %9s %8s %8s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
                "GB/s", "memcpy", "ratio");
     }
     for (size_t ci = 0; ci < NCONVS; ci++) {
@@ -227,6 +311,9 @@ int main(int argc, char **argv)
             for (int si = 0; si < nsizes; si++)
                 for (int th = 1; th <= 2; th++) measure(c, k, th, (size_t)1 << sizes[si], dst, src);
         }
+        const mxp__cvt_fn peer = scan ? NULL : peer_for(c);
+        if (peer && (!only || strcmp(only, "ggml-style") == 0 || peers))
+            for (int si = 0; si < nsizes; si++) measure_fn(c, "ggml-style", peer, 1, (size_t)1 << sizes[si], dst, src);
     }
     free(src);
     free(dst);

@@ -236,15 +236,24 @@ PRIM V hw_e5m2_ld(const void *p)
  * 1.875 * 256): its magnitude bits 0x43F00000 become the reference's 0x7FC00000 by one XOR.
  *   word w = b << 8 (unpack with zero bytes),  float16 = w - ((w >> 1) & 0x3F80) */
 #define MXP_SIMD_HW_E4M3 1
-PRIM V hw_e4m3_ld(const void *p)
+PRIM V hw_e4m3_ld_nonan(const void *p) /* no NaN among the 8 bytes */
 {
     const __m128i w = _mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)p));
     const __m128i h = _mm_sub_epi16(w, _mm_and_si128(_mm_srli_epi16(w, 1), _mm_set1_epi16(0x3F80)));
-    const __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
-    const V u = _mm256_castps_si256(f);
+    return _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f)));
+}
+PRIM V hw_e4m3_ld(const void *p)
+{
+    const V u = hw_e4m3_ld_nonan(p);
     const V nan = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
                                      _mm256_set1_epi32(0x43F00000));
     return _mm256_blendv_epi8(u, _mm256_xor_si256(u, _mm256_set1_epi32(0x43F00000 ^ 0x7FC00000)), nan);
+}
+/* true when one of the 4*VL = 32 bytes at p is an e4m3fn NaN (S.1111.111) */
+PRIM bool hw_e4m3_nan4(const void *p)
+{
+    const V b = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)p), _mm256_set1_epi8(0x7F));
+    return _mm256_movemask_epi8(_mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7F))) != 0;
 }
 
 /* Streaming stores when one call reads + writes at least this many bytes: measured here

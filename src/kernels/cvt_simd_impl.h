@@ -57,7 +57,8 @@
  *   hw_e5m2_ld(p)             VL e5m2 bytes at p -> float32 bits through the float16 hardware
  *                             conversion (e5m2 b is the float16 b << 8)
  *   and MXP_SIMD_HW_E4M3 with hw_e4m3_ld(p): VL e4m3fn bytes at p -> float32 bits, the same way
- *                             with a rebias (see cvt_avx2.c)
+ *                             with a rebias (see cvt_avx2.c); hw_e4m3_ld_nonan(p), the same for
+ *                             bytes known not to be NaN; hw_e4m3_nan4(p): a NaN among 4*VL bytes
  * and may define ISA-specific fast steps (cvt_avx2.c does), each replacing a generic one:
  *   MXP_SIMD_ANY_NAN2 with any_nan2(x, y) and any_nan4(x, y, z, w): true when a lane of the
  *                             arguments is a float32 NaN
@@ -205,17 +206,6 @@ static SIMD_INLINE V widen1(V h, const sfmt t, V infout)
     }
     return v_or(res, sign);
 }
-
-/* bfloat16 -> float32: the top half; NaN gets the quiet bit, saturate makes inf FLT_MAX. */
-static SIMD_INLINE V widen_bf16(V h, V infout)
-{
-    const V u = v_slli(h, 16);
-    const V a = v_and(u, v_set1(0x7FFFFFFFu));
-    V res = v_sel(m_gt(a, v_set1(0x7F800000u)), v_or(a, v_set1(0x00400000u)), a);
-    res = v_sel(m_eq(a, v_set1(0x7F800000u)), infout, res);
-    return v_or(res, v_xor(u, a));
-}
-
 
 /* ---- fast paths --------------------------------------------------------------------------
  * Checked per pair of vectors: when no lane needs the general path (NaN, the target's
@@ -604,64 +594,100 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
     scalar_tail(t.dt, MXP_FLOAT32, mode, d + ob * i, s + 4 * i, n - i, a, a->index0 + i);
 }
 
-/* narrow -> float32 (bf = 1: bfloat16's shift), 2*VL elements per step. */
+/* VL narrow elements at s -> float32 bits (bf = 1: bfloat16). sat is a constant in every
+ * caller: without saturation the infinity fix-ups vanish (hardware float16 widening is then
+ * one instruction per vector). */
+static SIMD_INLINE V widen_one(const unsigned char *s, const sfmt t, int bf, int sat)
+{
+    const V infout = v_set1(sat ? 0x7F7FFFFFu : 0x7F800000u);
+    if (bf) {
+        const V u = v_slli(ld16(s), 16);
+        const V a = v_and(u, v_set1(0x7FFFFFFFu));
+        /* NaN gets the quiet bit */
+        V res = v_or(u, v_keep(m_gt(a, v_set1(0x7F800000u)), v_set1(0x00400000u)));
+        if (sat) res = v_sel(m_eq(a, v_set1(0x7F800000u)), v_or(infout, v_xor(u, a)), res);
+        return res;
+    }
+#ifdef MXP_SIMD_HW_F16
+    if (t.dt == MXP_FLOAT16) return sat ? widen_hw_f16(hw_f16_ld(s), infout) : hw_f16_ld(s);
+#ifdef MXP_SIMD_HW_E5M2
+    if (t.dt == MXP_FLOAT8_E5M2) return sat ? widen_hw_f16(hw_e5m2_ld(s), infout) : hw_e5m2_ld(s);
+#endif
+#endif
+#ifdef MXP_SIMD_HW_E4M3
+    if (t.dt == MXP_FLOAT8_E4M3FN) return hw_e4m3_ld(s);
+#endif
+    return widen1(t.bits == 16 ? ld16(s) : ld8(s), t, infout);
+}
+
+/* The widening steps from element i while 2*VL elements remain (4*VL per step, then one of
+ * 2*VL); stores stream when nt (destination aligned to the vector size by the caller). */
+static SIMD_INLINE size_t widen_run(unsigned char *d, const unsigned char *s, size_t i, size_t n,
+                                    const sfmt t, int bf, int sat, int nt)
+{
+    const size_t ib = (size_t)t.bits / 8;
+#ifdef MXP_SIMD_NT_STORE32
+#define WIDEN_ST(p, x) do { if (nt) MXP_SIMD_NT_STORE32((p), (x)); else st32((p), (x)); } while (0)
+#else
+#define WIDEN_ST(p, x) st32((p), (x))
+#endif
+    for (; i + 4 * VL <= n; i += 4 * VL) {
+#ifdef MXP_SIMD_PREFETCH
+        if (nt) {
+            for (size_t o = 0; o < 4 * VL * ib; o += 64) MXP_SIMD_PREFETCH(s + ib * i + o + MXP_SIMD_PREFETCH_DIST);
+        }
+#endif
+#ifdef MXP_SIMD_HW_E4M3
+        if (t.dt == MXP_FLOAT8_E4M3FN && !hw_e4m3_nan4(s + i)) { /* the common case: no NaN */
+            WIDEN_ST(d + 4 * i, hw_e4m3_ld_nonan(s + i));
+            WIDEN_ST(d + 4 * i + 4 * VL, hw_e4m3_ld_nonan(s + i + VL));
+            WIDEN_ST(d + 4 * i + 8 * VL, hw_e4m3_ld_nonan(s + i + 2 * VL));
+            WIDEN_ST(d + 4 * i + 12 * VL, hw_e4m3_ld_nonan(s + i + 3 * VL));
+            continue;
+        }
+#endif
+        const V w0 = widen_one(s + ib * i, t, bf, sat), w1 = widen_one(s + ib * (i + VL), t, bf, sat);
+        const V w2 = widen_one(s + ib * (i + 2 * VL), t, bf, sat), w3 = widen_one(s + ib * (i + 3 * VL), t, bf, sat);
+        WIDEN_ST(d + 4 * i, w0);
+        WIDEN_ST(d + 4 * i + 4 * VL, w1);
+        WIDEN_ST(d + 4 * i + 8 * VL, w2);
+        WIDEN_ST(d + 4 * i + 12 * VL, w3);
+    }
+    if (i + 2 * VL <= n) {
+        WIDEN_ST(d + 4 * i, widen_one(s + ib * i, t, bf, sat));
+        WIDEN_ST(d + 4 * i + 4 * VL, widen_one(s + ib * (i + VL), t, bf, sat));
+        i += 2 * VL;
+    }
+#undef WIDEN_ST
+    return i;
+}
+
+/* narrow -> float32 (bf = 1: bfloat16's shift). */
 static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
                                    const sfmt t, int bf)
 {
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
     const size_t ib = (size_t)t.bits / 8;
-    const V infout = v_set1(a->saturate ? 0x7F7FFFFFu : 0x7F800000u);
+    const int sat = a->saturate;
     size_t i = 0;
-#ifdef MXP_SIMD_HW_F16
-#define WIDEN_F16(off) (t.dt == MXP_FLOAT16 ? widen_hw_f16(hw_f16_ld(s + 2 * (off)), infout)       \
-                                            : widen1(ld16(s + 2 * (off)), t, infout))
-#else
-#define WIDEN_F16(off) widen1(ld16(s + 2 * (off)), t, infout)
-#endif
-#ifdef MXP_SIMD_HW_E5M2
-#define WIDEN_E5M2(off) widen_hw_f16(hw_e5m2_ld(s + (off)), infout)
-#else
-#define WIDEN_E5M2(off) widen1(ld8(s + (off)), t, infout)
-#endif
-#ifdef MXP_SIMD_HW_E4M3
-#define WIDEN_E4M3(off) hw_e4m3_ld(s + (off))
-#else
-#define WIDEN_E4M3(off) widen1(ld8(s + (off)), t, infout)
-#endif
-#define WIDEN_F8(off) (t.dt == MXP_FLOAT8_E5M2 ? WIDEN_E5M2(off) : WIDEN_E4M3(off))
-#define WIDEN_ONE(off) (bf ? widen_bf16(ld16(s + 2 * (off)), infout)                           \
-                           : t.bits == 16 ? WIDEN_F16(off) : WIDEN_F8(off))
+    int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32
-    if (n * (4 + ib) >= MXP_SIMD_NT_THRESHOLD) {
-        /* Streaming stores need an aligned destination: plain stores up to the boundary. */
+    /* Streaming stores need an aligned destination: the reference up to the boundary (a
+     * destination that is not even 4-byte aligned never lines up: plain stores). */
+    if (n * (4 + ib) >= MXP_SIMD_NT_THRESHOLD && (uintptr_t)d % 4 == 0) {
         const size_t align = 4 * VL;
-        if ((uintptr_t)d % 4 == 0) {
-            i = (align - (uintptr_t)d % align) % align / 4; /* < VL, and n >= VL here */
-            scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d, s, i, a, a->index0);
-            for (; i + 2 * VL <= n; i += 2 * VL) {
-#ifdef MXP_SIMD_PREFETCH
-                MXP_SIMD_PREFETCH(s + ib * i + MXP_SIMD_PREFETCH_DIST);
-#endif
-                MXP_SIMD_NT_STORE32(d + 4 * i, WIDEN_ONE(i));
-                MXP_SIMD_NT_STORE32(d + 4 * i + 4 * VL, WIDEN_ONE(i + VL));
-            }
-            MXP_SIMD_NT_FENCE();
-            scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d + 4 * i, s + ib * i, n - i, a, a->index0 + i);
-            return;
-        }
-        /* a destination that is not even 4-byte aligned never lines up: plain path */
+        i = (align - (uintptr_t)d % align) % align / 4; /* < VL, and n >= VL here */
+        scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d, s, i, a, a->index0);
+        nt = 1;
     }
 #endif
-    for (; i + 2 * VL <= n; i += 2 * VL) {
-        st32(d + 4 * i, WIDEN_ONE(i));
-        st32(d + 4 * i + 4 * VL, WIDEN_ONE(i + VL));
-    }
-#undef WIDEN_ONE
-#undef WIDEN_F8
-#undef WIDEN_E4M3
-#undef WIDEN_E5M2
-#undef WIDEN_F16
+    /* specialised on saturate and streaming, so that the loop carries no flag tests */
+    if (sat) i = nt ? widen_run(d, s, i, n, t, bf, 1, 1) : widen_run(d, s, i, n, t, bf, 1, 0);
+    else i = nt ? widen_run(d, s, i, n, t, bf, 0, 1) : widen_run(d, s, i, n, t, bf, 0, 0);
+#ifdef MXP_SIMD_NT_STORE32
+    if (nt) MXP_SIMD_NT_FENCE();
+#endif
     scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d + 4 * i, s + ib * i, n - i, a, a->index0 + i);
 }
 
