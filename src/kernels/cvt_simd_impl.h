@@ -626,6 +626,7 @@ static SIMD_INLINE size_t widen_run(unsigned char *d, const unsigned char *s, si
                                     const sfmt t, int bf, int sat, int nt)
 {
     const size_t ib = (size_t)t.bits / 8;
+    (void)nt;
 #ifdef MXP_SIMD_NT_STORE32
 #define WIDEN_ST(p, x) do { if (nt) MXP_SIMD_NT_STORE32((p), (x)); else st32((p), (x)); } while (0)
 #else
