@@ -174,6 +174,42 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
 #define MXP_SIMD_NARROW8_FAST 1
 
 /*
+ * float32 -> float8 nearest-even for 16 lanes without overflow, infinity or NaN (|x| <= hi, the
+ * largest magnitude that rounds to max finite); false, with nothing stored, when a lane has one.
+ * Lanes in the normal range as in narrow8_fast2 (on the magnitude a); lanes below it (|x| < lo,
+ * the smallest normal: float8 subnormals, and everything that rounds to +-0) through F16C:
+ *     q = VCVTPS2PH(a * 2^(B - 1 + m - 24))
+ * The product is the wanted result in units of float16's subnormal step 2^-24, so the
+ * hardware's nearest-even rounding onto float16 subnormals (immediate rounding, MXCSR.RC
+ * ignored) is exactly the float8 subnormal rounding; q <= 2^m, and q = 2^m is the smallest
+ * normal pattern, as it should be. The multiply by a power of two is exact unless the product
+ * is below float32's normal range (a < 2^(102 - B - m)), where the true result is 0 and FTZ, DAZ
+ * or any rounding of the product still give 0. The sign goes to bit 7.
+ */
+PRIM V narrow8_sub1(V x, V a, int D, V k, V lo, __m256 scale)
+{
+    const V qn = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(a, k),
+                                                    _mm256_and_si256(_mm256_srli_epi32(a, D), _mm256_set1_epi32(1))), D);
+    const __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_castsi256_ps(a), scale), _MM_FROUND_TO_NEAREST_INT);
+    const V q = _mm256_blendv_epi8(qn, _mm256_cvtepu16_epi32(h), _mm256_cmpgt_epi32(lo, a));
+    return _mm256_or_si256(q, _mm256_and_si256(_mm256_srli_epi32(x, 24), _mm256_set1_epi32(0x80)));
+}
+PRIM bool narrow8_sub2(void *p, V x, V y, int D, uint32_t add, uint32_t lo, uint32_t hi, uint32_t scale, int nt)
+{
+    const V absm = _mm256_set1_epi32(0x7FFFFFFF), H = _mm256_set1_epi32((int)hi);
+    const V ax = _mm256_and_si256(x, absm), ay = _mm256_and_si256(y, absm);
+    const V over = _mm256_or_si256(_mm256_cmpgt_epi32(ax, H), _mm256_cmpgt_epi32(ay, H));
+    if (!_mm256_testz_si256(over, over)) return false;
+    const V k = _mm256_set1_epi32((int)add), L = _mm256_set1_epi32((int)lo);
+    const __m256 sc = _mm256_castsi256_ps(_mm256_set1_epi32((int)scale));
+    const V qx = narrow8_sub1(x, ax, D, k, L, sc), qy = narrow8_sub1(y, ay, D, k, L, sc);
+    if (nt) st8x2_nt(p, qx, qy);
+    else st8x2(p, qx, qy);
+    return true;
+}
+#define MXP_SIMD_NARROW8_SUB 1
+
+/*
  * float32 -> bfloat16 nearest-even for 16 lanes without NaN (the caller checks):
  *   t = u + 0x7FFF + lsb,  lsb = bit 16 of u;  result = t >> 16
  * (cvt_scalar.c's carry trick; the sign bit never receives a carry). Saturation is fixed up on
