@@ -73,11 +73,17 @@ static void fill(unsigned char *p, size_t n, size_t bytes)
  * with, one time in `rate`, an irregular element: a special pattern (zero, tiny, subnormal,
  * overflow, inf, NaN, boundary) or any bit pattern. Irregular elements at random places make
  * every step pattern happen: wide steps that pass, wide steps that fail at each of their lanes,
- * runs of tiny-aware steps and their ends, the general path between fast ones. */
-static void fill_mix(unsigned char *p, size_t n, uint32_t rate)
+ * runs of tiny-aware steps and their ends, the general path between fast ones. relu: half the
+ * values +-0 besides (ReLU outputs), for the zero-aware steps. */
+static void fill_mix(unsigned char *p, size_t n, uint32_t rate, bool relu)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t v;
+        if (relu && rnd32() % 2) { /* ReLU-like: half the values +-0 */
+            v = rnd32() % 8 ? 0u : 0x80000000u;
+            memcpy(p + 4 * i, &v, 4);
+            continue;
+        }
         if (rnd32() % rate == 0) {
             const uint32_t k = rnd32() % 8;
             if (k < 5) v = specials32[rnd32() % NSPECIALS];
@@ -224,10 +230,12 @@ static void test_mixed_data(void **state)
             for (int mode = 0; mode < MXP__NMODES; mode++) {
                 if (k->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
                 const size_t ob = dsize(d);
-                for (size_t ri = 0; ri < sizeof rates / sizeof rates[0]; ri++)
+                for (size_t ri = 0; ri < 2 * sizeof rates / sizeof rates[0]; ri++)
                     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
                         const size_t n = sizes[si];
-                        fill_mix(src, n, rates[ri]);
+                        const uint32_t rate = rates[ri % (sizeof rates / sizeof rates[0])];
+                        const bool relu = ri >= sizeof rates / sizeof rates[0];
+                        fill_mix(src, n, rate, relu);
                         for (size_t oi = 0; oi < sizeof dofs / sizeof dofs[0]; oi++)
                             for (int sat = 0; sat <= 1; sat++) {
                                 const mxp__cvt_args a = {sat, 11 + ri, 0xFFFFF000ull * (si & 1)};
@@ -235,8 +243,9 @@ static void test_mixed_data(void **state)
                                 k->cvt[d][MXP_FLOAT32][mode](got + dofs[oi], src, n, &a);
                                 char what[160];
                                 snprintf(what, sizeof what,
-                                         "%s float32 -> %s %s sat=%d n=%zu rate=1/%u dst+%zu", k->name,
-                                         dt_name(d), mode ? "SR" : "RNE", sat, n, (unsigned)rates[ri], dofs[oi]);
+                                         "%s float32 -> %s %s sat=%d n=%zu rate=1/%u%s dst+%zu", k->name,
+                                         dt_name(d), mode ? "SR" : "RNE", sat, n, (unsigned)rate,
+                                         relu ? " relu" : "", dofs[oi]);
                                 expect_same(want, got + dofs[oi], src, n, ob, 4, what);
                                 checked++;
                             }
@@ -282,7 +291,7 @@ static void test_streaming(void **state)
                     if (ib == 8 || ob == 8) continue;
                     for (int data = 0; data < (ib == 4 ? 2 : 1); data++) {
                         if (data == 0) fill(src + 2, n, ib);
-                        else fill_mix(src + 2, n, 64);
+                        else fill_mix(src + 2, n, 64, ob == 1);
                         static const size_t dofs[2][4] = {{1, 3}, {0, 2, 16, 18}};
                         for (int oi = 0; oi < (data ? 4 : 2); oi++) {
                             const size_t dof = dofs[data][oi];

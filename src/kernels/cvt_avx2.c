@@ -174,6 +174,44 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
 #define MXP_SIMD_NARROW8_FAST 1
 
 /*
+ * narrow8_fast4 that also takes +-0 lanes (ReLU outputs): 0 when some lane needs another path
+ * (nothing stored), 1 when stored and some lane was +-0, 2 when stored without a zero lane.
+ * A zero lane's word is known: +0 gives w0 = (add >> D) (the rebias wraps), -0 gives w0 with
+ * bit 31 - D flipped (0x80000000 + add only flips bit 31, and bit D of either zero is 0), so
+ * XOR with w0 turns them into the words of +0 and -0 (0 and the sign bit alone). The zero
+ * lanes are found on the inputs (|x| == 0), packed to words in the same lane order.
+ */
+PRIM int narrow8_fast4z(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq,
+                        int nt)
+{
+    const V k = _mm256_set1_epi32((int)add), absm = _mm256_set1_epi32(0x7FFFFFFF), zero = _mm256_setzero_si256();
+    const V w0 = narrow8_words(x, y, D, k), w1 = narrow8_words(z, w, D, k);
+    const V z0 = _mm256_packs_epi32(_mm256_cmpeq_epi32(_mm256_and_si256(x, absm), zero),
+                                    _mm256_cmpeq_epi32(_mm256_and_si256(y, absm), zero));
+    const V z1 = _mm256_packs_epi32(_mm256_cmpeq_epi32(_mm256_and_si256(z, absm), zero),
+                                    _mm256_cmpeq_epi32(_mm256_and_si256(w, absm), zero));
+    const V qm = _mm256_set1_epi16((short)((1 << (31 - D)) - 1)), mn = _mm256_set1_epi16((short)minq),
+            span = _mm256_set1_epi16((short)(maxq - minq));
+    const V bad = _mm256_or_si256(
+        _mm256_andnot_si256(z0, _mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(w0, qm), mn), span)),
+        _mm256_andnot_si256(z1, _mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(w1, qm), mn), span)));
+    if (!_mm256_testz_si256(bad, bad)) return 0;
+    const V zw = _mm256_set1_epi16((short)(add >> D));
+    const V v0 = _mm256_xor_si256(w0, _mm256_and_si256(z0, zw)), v1 = _mm256_xor_si256(w1, _mm256_and_si256(z1, zw));
+    const V mul = _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8));
+    const V b = _mm256_packus_epi16(_mm256_maddubs_epi16(v0, mul), _mm256_maddubs_epi16(v1, mul));
+    const V o = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    if (nt) {
+        _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(o));
+        _mm_stream_si128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
+    } else {
+        _mm256_storeu_si256((__m256i *)p, o);
+    }
+    return _mm256_testz_si256(_mm256_or_si256(z0, z1), _mm256_or_si256(z0, z1)) ? 2 : 1;
+}
+#define MXP_SIMD_NARROW8_FASTZ 1
+
+/*
  * float32 -> float8 nearest-even for 16 lanes without overflow, infinity or NaN (|x| <= hi, the
  * largest magnitude that rounds to max finite); false, with nothing stored, when a lane has one.
  * Lanes in the normal range as in narrow8_fast2 (on the magnitude a); lanes below it (|x| < lo,

@@ -68,6 +68,9 @@
  *                             float8 nearest-even at p when every result is normal (see there),
  *                             else false with nothing stored; and narrow8_fast4(p, x, y, z, w,
  *                             D, add, minq, maxq, nt), the same for 4*VL float32
+ *   MXP_SIMD_NARROW8_FASTZ with narrow8_fast4z(p, x, y, z, w, D, add, minq, maxq, nt): as
+ *                             narrow8_fast4, +-0 lanes accepted too; 0 = not stored, 1 = stored
+ *                             with a zero lane, 2 = stored without one
  *   MXP_SIMD_NARROW8_SUB with narrow8_sub2(p, x, y, D, add, lo, hi, scale, nt): 2*VL float32 ->
  *                             float8 nearest-even at p when no lane overflows or is NaN (normal
  *                             and subnormal results alike), else false with nothing stored
@@ -487,6 +490,25 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
              * has zeros in most steps); else the general path. Then the widest loop again. */
 #ifdef MXP_SIMD_NARROW8_SUB
             if (t.bits == 8) {
+#ifdef MXP_SIMD_NARROW8_FASTZ
+                /* zeros (ReLU outputs): the zero-aware wide step, for up to 32 steps while
+                 * every step has a zero lane and nothing else irregular */
+                const unsigned char *q0 = s + 4 * i;
+                const V ab = v_set1(0x7FFFFFFFu), z = v_set1(0u);
+                if (m_any(m_or(m_or(m_eq(v_and(ld32(q0), ab), z), m_eq(v_and(ld32(q0 + 4 * VL), ab), z)),
+                               m_or(m_eq(v_and(ld32(q0 + 8 * VL), ab), z), m_eq(v_and(ld32(q0 + 12 * VL), ab), z))))) {
+                    const size_t i0 = i, zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
+                    for (; i + 4 * VL <= zend; i += 4 * VL) {
+                        const unsigned char *q = s + 4 * i;
+                        const int r = narrow8_fast4z(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL),
+                                                     ld32(q + 12 * VL), 23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
+                        if (r == 1) continue;
+                        if (r == 2) i += 4 * VL;
+                        break;
+                    }
+                    if (i != i0) continue;
+                }
+#endif
                 /* float8: subnormal results too (narrow8_sub2); overflow and NaN: general path */
                 const unsigned char *p = s + 4 * i;
                 for (int h = 0; h < 2; h++, p += 8 * VL) {
