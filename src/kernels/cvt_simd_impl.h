@@ -437,8 +437,9 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
          * it holds only the fast path's constants, in vector registers (with an out-of-line
          * general path called inside the loop, gcc rebuilt every constant in every step).
          * The widest loop takes 4*VL elements per step with one check for all of them (loop
-         * and check overhead was a fifth of the in-cache time); the step it stops at, and the
-         * last 2*VL when fewer than 4*VL remain, go through the 2*VL loop below. */
+         * and check overhead was a fifth of the in-cache time); the block it stops at is
+         * handled right after it, and the last 2*VL when fewer than 4*VL remain go through
+         * the 2*VL loop at the end. */
         for (; i + 4 * VL <= n; i += 4 * VL) {
 #ifdef MXP_SIMD_PREFETCH
             if (nt && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16)) {
@@ -486,8 +487,11 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
             /* The widest step at i failed: its 4*VL elements are handled here at once rather
              * than retried 2*VL at a time (every retry is one more mispredicted branch: with
              * e4m3fn and 0.2% of values in its subnormal range that cost a third of the time).
-             * Every lane normal or tiny: the tiny-aware fast path, then a run of it (ReLU data
-             * has zeros in most steps); else the general path. Then the widest loop again. */
+             * float8 on AVX2: the zero-aware wide step (and a run of it) when the block has
+             * +-0 lanes, else narrow8_sub2 per half (subnormal results too) or the general path.
+             * Otherwise: every lane normal or tiny: the tiny-aware fast path, then a run of it
+             * (ReLU data has zeros in most steps); else the general path. Then the widest loop
+             * again. */
 #ifdef MXP_SIMD_NARROW8_SUB
             if (t.bits == 8) {
 #ifdef MXP_SIMD_NARROW8_FASTZ
@@ -542,8 +546,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
             continue;
         }
         /* fewer than 4*VL elements left: 2*VL at a time */
-        const size_t lim = n;
-        for (; i + 2 * VL <= lim; i += 2 * VL) {
+        for (; i + 2 * VL <= n; i += 2 * VL) {
 #ifdef MXP_SIMD_PREFETCH
             if (nt && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16))
                 MXP_SIMD_PREFETCH(s + 4 * i + MXP_SIMD_PREFETCH_DIST);
