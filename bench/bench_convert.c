@@ -18,11 +18,12 @@
  * Peer rows ("ggml-style", one thread): the row loops an engine without a conversion library
  * writes (see peer_for below), for float32 <-> float16 / bfloat16 nearest-even.
  *
- * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--scan]
+ * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--scan]
  *   --quick   n in {2^16, 2^26} only
  *   --csv     one CSV row per measurement instead of the table
  *   --isa     only this path (scalar, avx2, avx512, neon, or ggml-style for the peer rows only)
  *   --peers   with --isa: the peer rows too
+ *   --relu    source data with half the values zero (ReLU outputs) instead of all in [-8, 8]
  *   --only    only the conversions whose name starts with this (e.g. "f32->e5m2")
  *   --scan    instead: 1 vs 2 threads for n = 2^13 .. 2^22 (the threading threshold)
  * Not a test: numbers on a shared machine are noisy; read medians and ratios.
@@ -115,7 +116,9 @@ static void run_work(void *p)
     __asm__ __volatile__("" ::: "memory");
 }
 
-/* Source data: float32 values spread over [-8, 8] (plus the other formats converted from them). */
+/* Source data: float32 values spread over [-8, 8] (plus the other formats converted from them);
+ * with --relu every other value (at random) is +0, like the output of a ReLU. */
+static bool relu;
 static void fill_src(unsigned char *src, int dt, size_t n)
 {
     uint64_t s = 88172645463325252ull;
@@ -132,6 +135,7 @@ static void fill_src(unsigned char *src, int dt, size_t n)
         s ^= s >> 7;
         s ^= s << 17;
         f[i] = (float)((double)(s >> 11) * 0x1p-53 * 16.0 - 8.0);
+        if (relu && (s >> 7) % 2) f[i] = 0.0f;
     }
     const size_t sz = mxp_dtype_size((mxp_dtype)dt);
     mxp_convert(tmp, (mxp_dtype)dt, f, MXP_FLOAT32, 4096);
@@ -273,9 +277,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--scan") == 0) scan = forced = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) conv_only = argv[++i];
         else if (strcmp(argv[i], "--peers") == 0) peers = true;
+        else if (strcmp(argv[i], "--relu") == 0) relu = true;
         else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--scan]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--scan]\n", argv[0]);
             return 2;
         }
     }

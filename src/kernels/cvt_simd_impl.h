@@ -411,6 +411,9 @@ static SIMD_INLINE size_t tiny_run(unsigned char *d, const unsigned char *s, siz
     const size_t end = (n - i) / (2 * VL) > 32 ? i + 32 * 2 * VL : n;
     const size_t i0 = i;
     for (; i + 2 * VL <= end; i += 2 * VL) {
+#ifdef MXP_SIMD_PREFETCH
+        if (nt) MXP_SIMD_PREFETCH(s + 4 * i + MXP_SIMD_PREFETCH_DIST);
+#endif
         const V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
         if ((any || i != i0) && !m_any(m_or(norm_out(x, c), norm_out(y, c)))) break;
         if (m_any(m_or(norm_bad(x, c), norm_bad(y, c)))) {
@@ -504,6 +507,11 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                     const size_t i0 = i, zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
                     for (; i + 4 * VL <= zend; i += 4 * VL) {
                         const unsigned char *q = s + 4 * i;
+#ifdef MXP_SIMD_PREFETCH
+                        if (nt) {
+                            for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH(q + o + MXP_SIMD_PREFETCH_DIST);
+                        }
+#endif
                         const int r = narrow8_fast4z(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL),
                                                      ld32(q + 12 * VL), 23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
                         if (r == 1) continue;
