@@ -149,6 +149,21 @@ PRIM V narrow8_words(V x, V y, int D, V k)
     const V ty = _mm256_add_epi32(_mm256_add_epi32(y, k), _mm256_and_si256(_mm256_srli_epi32(y, D), one));
     return _mm256_packus_epi32(_mm256_srli_epi32(tx, D), _mm256_srli_epi32(ty, D));
 }
+/* Two word vectors of checked lanes (word = 0000 S qqq qqqq qqqq, S at bit 31 - D) -> 32 float8
+ * bytes at p, in element order; streaming stores are 16 bytes each, since p is only 16-byte
+ * aligned there (a 2*VL step before may have moved it by 16). */
+PRIM void narrow8_store4(void *p, V w0, V w1, int D, int nt)
+{
+    const V mul = _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8));
+    const V b = _mm256_packus_epi16(_mm256_maddubs_epi16(w0, mul), _mm256_maddubs_epi16(w1, mul));
+    const V o = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    if (nt) {
+        _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(o));
+        _mm_stream_si128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
+    } else {
+        _mm256_storeu_si256((__m256i *)p, o);
+    }
+}
 PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq,
                         int nt)
 {
@@ -159,16 +174,7 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
     const V bad = _mm256_or_si256(_mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(w0, qm), mn), span),
                                   _mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(w1, qm), mn), span));
     if (!_mm256_testz_si256(bad, bad)) return false;
-    const V mul = _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8));
-    const V b = _mm256_packus_epi16(_mm256_maddubs_epi16(w0, mul), _mm256_maddubs_epi16(w1, mul));
-    const V o = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    if (nt) {
-        /* streaming: p is only 16-byte aligned (a 2*VL step before may have moved it by 16) */
-        _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(o));
-        _mm_stream_si128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
-    } else {
-        _mm256_storeu_si256((__m256i *)p, o);
-    }
+    narrow8_store4(p, w0, w1, D, nt);
     return true;
 }
 #define MXP_SIMD_NARROW8_FAST 1
@@ -197,16 +203,8 @@ PRIM int narrow8_fast4z(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
         _mm256_andnot_si256(z1, _mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(w1, qm), mn), span)));
     if (!_mm256_testz_si256(bad, bad)) return 0;
     const V zw = _mm256_set1_epi16((short)(add >> D));
-    const V v0 = _mm256_xor_si256(w0, _mm256_and_si256(z0, zw)), v1 = _mm256_xor_si256(w1, _mm256_and_si256(z1, zw));
-    const V mul = _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8));
-    const V b = _mm256_packus_epi16(_mm256_maddubs_epi16(v0, mul), _mm256_maddubs_epi16(v1, mul));
-    const V o = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    if (nt) {
-        _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(o));
-        _mm_stream_si128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
-    } else {
-        _mm256_storeu_si256((__m256i *)p, o);
-    }
+    narrow8_store4(p, _mm256_xor_si256(w0, _mm256_and_si256(z0, zw)), _mm256_xor_si256(w1, _mm256_and_si256(z1, zw)),
+                   D, nt);
     return _mm256_testz_si256(_mm256_or_si256(z0, z1), _mm256_or_si256(z0, z1)) ? 2 : 1;
 }
 #define MXP_SIMD_NARROW8_FASTZ 1
