@@ -97,9 +97,8 @@ static void sizes_check(const mxp__kernels *k)
             }
 }
 
-/* Mostly-regular float32 data (uniform in [-8, 8], one irregular element in `rate`: a special
- * or any pattern), so that the fast paths, their wide steps and the switches between paths run
- * (test_isa.c's fill_mix, for the host). */
+/* Mostly-regular float32 data (tu_fill_mix; ReLU-like half-zero data at the larger size), so
+ * that the fast paths, their wide steps and the switches between paths run. */
 static void mixed_check(const mxp__kernels *k)
 {
     const mxp__kernels *ref = mxp__scalar_kernels();
@@ -114,16 +113,7 @@ static void mixed_check(const mxp__kernels *k)
             for (size_t ri = 0; ri < sizeof rates / sizeof rates[0]; ri++)
                 for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
                     const size_t n = sizes[si];
-                    for (size_t i = 0; i < n; i++) {
-                        uint32_t v;
-                        if (rnd() % rates[ri] == 0) {
-                            v = rnd() % 4 ? specials[rnd() % (sizeof specials / 4)] : rnd();
-                        } else {
-                            const float f = (float)((double)rnd() * 0x1p-32 * 16.0 - 8.0);
-                            memcpy(&v, &f, 4);
-                        }
-                        memcpy(src + 4 * i, &v, 4);
-                    }
+                    tu_fill_mix(src, n, rates[ri], si == 1, &rng, specials, sizeof specials / 4);
                     for (size_t oi = 0; oi < sizeof dofs / sizeof dofs[0]; oi++)
                         for (int sat = 0; sat < 2; sat++) {
                             const mxp__cvt_args a = {sat != 0, 99 + ri, 0xFFFFF000ull * (si & 1)};

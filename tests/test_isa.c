@@ -69,34 +69,9 @@ static void fill(unsigned char *p, size_t n, size_t bytes)
     }
 }
 
-/* float32 data that mostly takes the fast paths: values uniform in [-8, 8] (like the benchmark's)
- * with, one time in `rate`, an irregular element: a special pattern (zero, tiny, subnormal,
- * overflow, inf, NaN, boundary) or any bit pattern. Irregular elements at random places make
- * every step pattern happen: wide steps that pass, wide steps that fail at each of their lanes,
- * runs of tiny-aware steps and their ends, the general path between fast ones. relu: half the
- * values +-0 besides (ReLU outputs), for the zero-aware steps. */
 static void fill_mix(unsigned char *p, size_t n, uint32_t rate, bool relu)
 {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t v;
-        if (relu && rnd32() % 2) { /* ReLU-like: half the values +-0 */
-            v = rnd32() % 8 ? 0u : 0x80000000u;
-            memcpy(p + 4 * i, &v, 4);
-            continue;
-        }
-        if (rnd32() % rate == 0) {
-            const uint32_t k = rnd32() % 8;
-            if (k < 5) v = specials32[rnd32() % NSPECIALS];
-            else if (k < 6) v = rnd32();
-            /* tiny normal float32 (exponent field 1..40) and subnormal float32 */
-            else if (k < 7) v = (rnd32() & 0x807FFFFFu) | ((1u + rnd32() % 40) << 23);
-            else v = rnd32() & 0x807FFFFFu;
-        } else {
-            const float f = (float)((double)rnd32() * 0x1p-32 * 16.0 - 8.0);
-            memcpy(&v, &f, 4);
-        }
-        memcpy(p + 4 * i, &v, 4);
-    }
+    tu_fill_mix(p, n, rate, relu, &rng_state, specials32, NSPECIALS);
 }
 
 static const char *dt_name(int d) { return mxp_dtype_name((mxp_dtype)d); }

@@ -5,7 +5,8 @@
  *   - a seeded generator (splitmix64) with its state in the caller, so each test has its own
  *     reproducible stream;
  *   - reading element i of an array of 1/2/4/8-byte elements as a number, and finding the first
- *     element where two arrays differ (for messages that name the index, input, want and got).
+ *     element where two arrays differ (for messages that name the index, input, want and got);
+ *   - "mostly regular" float32 data for the SIMD tests (tu_fill_mix).
  */
 #ifndef MIXPREC_TEST_UTIL_H
 #define MIXPREC_TEST_UTIL_H
@@ -67,6 +68,35 @@ static inline size_t tu_first_diff(const void *a, const void *b, size_t n, size_
         if (memcmp((const unsigned char *)a + i * size, (const unsigned char *)b + i * size, size))
             return i;
     return n;
+}
+
+/*
+ * float32 data that mostly takes the SIMD fast paths: values uniform in [-8, 8] (like the
+ * benchmark's) with, one time in `rate`, an irregular element: one of the caller's special
+ * patterns (zero, tiny, subnormal, overflow, inf, NaN, format boundaries), any bit pattern, a
+ * tiny normal float32 (exponent field 1..40) or a float32 subnormal. Irregular elements at
+ * random places make every step pattern happen: wide steps that pass, wide steps that fail at
+ * each of their lanes, runs of the slower paths and their ends. relu: half the values +-0
+ * besides (ReLU outputs). Writes n float32 at p (any alignment).
+ */
+static inline void tu_fill_mix(unsigned char *p, size_t n, uint32_t rate, int relu, uint64_t *state,
+                               const uint32_t *specials, size_t nspecials)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v;
+        if (relu && tu_rand64(state) % 2) {
+            v = tu_rand64(state) % 8 ? 0u : 0x80000000u;
+        } else if (tu_rand64(state) % rate == 0) {
+            const uint32_t k = (uint32_t)(tu_rand64(state) % 8), r = (uint32_t)tu_rand64(state);
+            if (k < 5) v = specials[r % nspecials];
+            else if (k < 6) v = r;
+            else if (k < 7) v = (r & 0x807FFFFFu) | ((1u + (r >> 23) % 40) << 23);
+            else v = r & 0x807FFFFFu;
+        } else {
+            v = tu_bits32((float)((double)(uint32_t)tu_rand64(state) * 0x1p-32 * 16.0 - 8.0));
+        }
+        memcpy(p + 4 * i, &v, 4);
+    }
 }
 
 #endif /* MIXPREC_TEST_UTIL_H */
