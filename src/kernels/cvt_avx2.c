@@ -86,12 +86,9 @@ PRIM M m_and(M a, M b) { return _mm256_and_si256(a, b); }
 PRIM bool m_any(M m) { return _mm256_movemask_ps(_mm256_castsi256_ps(m)) != 0; }
 PRIM V v_keep(M m, V x) { return _mm256_and_si256(m, x); }
 
-#define MXP_SIMD_ANY_NAN2 1
-PRIM bool any_nan2(V x, V y)
-{
-    const __m256 u = _mm256_cmp_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(y), _CMP_UNORD_Q);
-    return _mm256_movemask_ps(u) != 0;
-}
+#define MXP_SIMD_PIN(v) __asm__("" : "+x"(v))
+
+#define MXP_SIMD_ANY_NAN4 1
 PRIM bool any_nan4(V x, V y, V z, V w)
 {
     const __m256 u = _mm256_cmp_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(y), _CMP_UNORD_Q);
@@ -100,48 +97,26 @@ PRIM bool any_nan4(V x, V y, V z, V w)
 }
 
 /*
- * float32 -> float8 (e4m3fn, e5m2) nearest-even for 16 lanes whose result is a normal float8
- * value; false (nothing stored) when some lane needs the general path. D = 23 - m dropped bits,
- * add = 2^(D-1) - 1 - rebias (cvt_simd_impl.h's fast_consts), minq = 1 << m (the smallest
- * normal pattern), maxq = max finite pattern. The rounding runs on the signed bits:
+ * float32 -> float8 (e4m3fn, e5m2) nearest-even for 32 lanes whose result is a normal float8
+ * value (narrow8_fast4); false (nothing stored) when some lane needs another path. D = 23 - m
+ * dropped bits, add = 2^(D-1) - 1 - rebias (cvt_simd_impl.h's fast_consts), minq = 1 << m (the
+ * smallest normal pattern), maxq = max finite pattern. The rounding runs on the signed bits:
  *   u = S | a:   t = u + add + lsb,  lsb = bit D of u   (nearest-even carry, exponent rebiased)
  * For 1 <= q <= maxq the sum never reaches bit 31, so S stays put and t >> D = S << (31-D) | q,
  * q = the rounded magnitude pattern. Packed to 16-bit words (values < 2^12, no saturation):
  *   word:  0000 S qqq qqqq qqqq  (S at bit 31 - D: 11 for e4m3fn, 10 for e5m2)
- * The lane is taken here iff minq <= q <= maxq (one unsigned test on 16 words at once: q - minq,
+ * The lane is taken iff minq <= q <= maxq (one unsigned test on 16 words at once: q - minq,
  * wrapping, saturating-minus (maxq - minq) is zero). That is exact: a lane in the normal range
  * gives such a q; a larger |x| (overflow, inf, NaN) gives q > maxq; an |x| below the normal
  * range gives q < minq or a wrapped (huge) q, except in the binade just below it where the
  * formula, missing the implicit bit, gives q = minq only when the true rounding is minq too
- * (the dropped fraction is then >= 3/4 of a step above 2^-B... i.e. the value is within a quarter
- * step of the smallest normal, which rounds up to it). The sign then moves to bit 7 (below).
+ * (the value is then within a quarter step of the smallest normal, which rounds up to it).
+ * Storing (narrow8_store4): word = high byte 0000 S000 (e4m3fn) or 00000 S00 (e5m2) | low byte
+ * 0qqq qqqq; one multiply-add of unsigned bytes by signed ones, low * 1 + high * 2^(D - 16),
+ * gives q + 128 S (< 2^15: no saturation). The two word vectors x|y and z|w pack to bytes
+ * [x0-3 y0-3 z0-3 w0-3 | x4-7 y4-7 z4-7 w4-7] (dwords 0-3 | 4-7), put in order by one dword
+ * permutation (0 4 1 5 2 6 3 7).
  */
-PRIM bool narrow8_fast2(void *p, V x, V y, int D, uint32_t add, uint32_t minq, uint32_t maxq, int nt)
-{
-    const V one = _mm256_set1_epi32(1), k = _mm256_set1_epi32((int)add);
-    const V tx = _mm256_add_epi32(_mm256_add_epi32(x, k), _mm256_and_si256(_mm256_srli_epi32(x, D), one));
-    const V ty = _mm256_add_epi32(_mm256_add_epi32(y, k), _mm256_and_si256(_mm256_srli_epi32(y, D), one));
-    /* words [x0-3 y0-3 | x4-7 y4-7] */
-    const V w = _mm256_packus_epi32(_mm256_srli_epi32(tx, D), _mm256_srli_epi32(ty, D));
-    const V q = _mm256_and_si256(w, _mm256_set1_epi16((short)((1 << (31 - D)) - 1)));
-    const V bad = _mm256_subs_epu16(_mm256_sub_epi16(q, _mm256_set1_epi16((short)minq)),
-                                    _mm256_set1_epi16((short)(maxq - minq)));
-    if (!_mm256_testz_si256(bad, bad)) return false;
-    /* word = high byte 0000 S000 (e4m3fn) or 00000 S00 (e5m2) | low byte 0qqq qqqq: one
-     * multiply-add of unsigned bytes by signed ones, low * 1 + high * 2^(D - 16), gives
-     * q + 128 S (< 2^15: no saturation) */
-    const V m = _mm256_maddubs_epi16(w, _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8)));
-    const V b = _mm256_packus_epi16(m, _mm256_setzero_si256());
-    /* bytes: dwords 0: x0-3, 1: y0-3 (lane 0), 4: x4-7, 5: y4-7 (lane 1) */
-    const __m128i o = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5)));
-    if (nt) _mm_stream_si128((__m128i *)p, o);
-    else _mm_storeu_si128((__m128i *)p, o);
-    return true;
-}
-
-/* narrow8_fast2 for 32 lanes: one check, one 32-byte store. The two word vectors x|y and z|w
- * pack to bytes [x0-3 y0-3 z0-3 w0-3 | x4-7 y4-7 z4-7 w4-7] (dwords 0-3 | 4-7), put in order
- * by one dword permutation (0 4 1 5 2 6 3 7). */
 PRIM V narrow8_words(V x, V y, int D, V k)
 {
     const V one = _mm256_set1_epi32(1);
@@ -149,9 +124,9 @@ PRIM V narrow8_words(V x, V y, int D, V k)
     const V ty = _mm256_add_epi32(_mm256_add_epi32(y, k), _mm256_and_si256(_mm256_srli_epi32(y, D), one));
     return _mm256_packus_epi32(_mm256_srli_epi32(tx, D), _mm256_srli_epi32(ty, D));
 }
-/* Two word vectors of checked lanes (word = 0000 S qqq qqqq qqqq, S at bit 31 - D) -> 32 float8
- * bytes at p, in element order; streaming stores are 16 bytes each, since p is only 16-byte
- * aligned there (a 2*VL step before may have moved it by 16). */
+/* Two word vectors of checked lanes -> 32 float8 bytes at p, in element order; streaming stores
+ * are 16 bytes each, since p is only 16-byte aligned there (a 2*VL step before may have moved
+ * it by 16). */
 PRIM void narrow8_store4(void *p, V w0, V w1, int D, int nt)
 {
     const V mul = _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8));
@@ -212,7 +187,7 @@ PRIM int narrow8_fast4z(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
 /*
  * float32 -> float8 nearest-even for 16 lanes without overflow, infinity or NaN (|x| <= hi, the
  * largest magnitude that rounds to max finite); false, with nothing stored, when a lane has one.
- * Lanes in the normal range as in narrow8_fast2 (on the magnitude a); lanes below it (|x| < lo,
+ * Lanes in the normal range as in narrow8_fast4 (on the magnitude a); lanes below it (|x| < lo,
  * the smallest normal: float8 subnormals, and everything that rounds to +-0) through F16C:
  *     q = VCVTPS2PH(a * 2^(B - 1 + m - 24))
  * The product is the wanted result in units of float16's subnormal step 2^-24, so the
@@ -252,9 +227,9 @@ PRIM bool narrow8_sub2(void *p, V x, V y, int D, uint32_t add, uint32_t lo, uint
  * the packed 16-bit results, 16 lanes at once: a result 0x7F80 / 0xFF80 (infinity) plus the
  * all-ones compare mask (-1) is 0x7F7F / 0xFF7F (max finite).
  */
-PRIM void bf16_rne2(void *p, V x, V y, int sat, int nt)
+PRIM void bf16_rne2(void *p, V x, V y, V k, int sat, int nt)
 {
-    const V k = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1);
+    const V one = _mm256_set1_epi32(1);
     const V tx = _mm256_add_epi32(_mm256_add_epi32(x, k), _mm256_and_si256(_mm256_srli_epi32(x, 16), one));
     const V ty = _mm256_add_epi32(_mm256_add_epi32(y, k), _mm256_and_si256(_mm256_srli_epi32(y, 16), one));
     /* packus: [x0-3 y0-3 | x4-7 y4-7] (lanes < 2^16, so no saturation); qwords 0,2,1,3 */

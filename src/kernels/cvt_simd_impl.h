@@ -60,21 +60,23 @@
  *                             with a rebias (see cvt_avx2.c); hw_e4m3_ld_nonan(p), the same for
  *                             bytes known not to be NaN; hw_e4m3_nan4(p): a NaN among 4*VL bytes
  * and may define ISA-specific fast steps (cvt_avx2.c does), each replacing a generic one:
- *   MXP_SIMD_ANY_NAN2 with any_nan2(x, y) and any_nan4(x, y, z, w): true when a lane of the
- *                             arguments is a float32 NaN
- *   MXP_SIMD_BF16_RNE2 with bf16_rne2(p, x, y, sat, nt): 2*VL float32 without NaN -> bfloat16
- *                             nearest-even at p (saturating when sat, streaming when nt)
- *   MXP_SIMD_NARROW8_FAST with narrow8_fast2(p, x, y, D, add, minq, maxq, nt): 2*VL float32 ->
- *                             float8 nearest-even at p when every result is normal (see there),
- *                             else false with nothing stored; and narrow8_fast4(p, x, y, z, w,
- *                             D, add, minq, maxq, nt), the same for 4*VL float32
+ *   MXP_SIMD_ANY_NAN4 with any_nan4(x, y, z, w): true when a lane of the arguments is a
+ *                             float32 NaN
+ *   MXP_SIMD_BF16_RNE2 with bf16_rne2(p, x, y, k, sat, nt): 2*VL float32 without NaN -> bfloat16
+ *                             nearest-even at p (k = 0x7FFF in every lane; saturating when sat,
+ *                             streaming when nt)
+ *   MXP_SIMD_NARROW8_FAST with narrow8_fast4(p, x, y, z, w, D, add, minq, maxq, nt): 4*VL
+ *                             float32 -> float8 nearest-even at p when every result is normal
+ *                             (see there), else false with nothing stored
  *   MXP_SIMD_NARROW8_FASTZ with narrow8_fast4z(p, x, y, z, w, D, add, minq, maxq, nt): as
  *                             narrow8_fast4, +-0 lanes accepted too; 0 = not stored, 1 = stored
  *                             with a zero lane, 2 = stored without one
  *   MXP_SIMD_NARROW8_SUB with narrow8_sub2(p, x, y, D, add, lo, hi, scale, nt): 2*VL float32 ->
  *                             float8 nearest-even at p when no lane overflows or is NaN (normal
  *                             and subnormal results alike), else false with nothing stored
- * and may define MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size),
+ * and may define MXP_SIMD_PIN(v) (an empty asm that makes the vector v opaque, so that the
+ * compiler keeps a hoisted constant in a register instead of rebuilding it in a loop),
+ * MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size),
  * st16x2_nt / st8x2_nt (as st16x2 / st8x2, p aligned to 4*VL / 2*VL bytes), with
  * MXP_SIMD_NT_THRESHOLD (bytes read + written by one call above which it streams its output:
  * once source and destination no longer fit in the last-level cache, streaming saves the
@@ -435,14 +437,21 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
 {
     const size_t ob = (size_t)t.bits / 8;
     const fastc c = fast_consts(t);
+    /* bfloat16's rounding constant, made once: gcc otherwise re-broadcast it in every step of
+     * the loop (mov + vmovd + vpbroadcastd, 12% of the in-cache time); MXP_SIMD_PIN hides its
+     * value from the compiler so that it stays in a register */
+    V bk = v_set1(0x7FFFu);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(bk);
+#endif
+    (void)bk;
     while (i + 2 * VL <= n) {
         /* Fast steps until one needs another path. Those paths sit outside this inner loop, so
          * it holds only the fast path's constants, in vector registers (with an out-of-line
          * general path called inside the loop, gcc rebuilt every constant in every step).
          * The widest loop takes 4*VL elements per step with one check for all of them (loop
          * and check overhead was a fifth of the in-cache time); the block it stops at is
-         * handled right after it, and the last 2*VL when fewer than 4*VL remain go through
-         * the 2*VL loop at the end. */
+         * handled right after it, and a last step of 2*VL (fewer than 4*VL left) at the end. */
         for (; i + 4 * VL <= n; i += 4 * VL) {
 #ifdef MXP_SIMD_PREFETCH
             if (nt && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16)) {
@@ -460,14 +469,14 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
             }
 #endif
             if (t.bias == 127) {
-#ifdef MXP_SIMD_ANY_NAN2
+#ifdef MXP_SIMD_ANY_NAN4
                 if (any_nan4(x0, x1, x2, x3)) break;
 #else
                 if (m_any(m_or(m_or(bf16_bad(x0), bf16_bad(x1)), m_or(bf16_bad(x2), bf16_bad(x3))))) break;
 #endif
 #ifdef MXP_SIMD_BF16_RNE2
-                bf16_rne2(d + 2 * i, x0, x1, sat, nt);
-                bf16_rne2(d + 2 * i + 4 * VL, x2, x3, sat, nt);
+                bf16_rne2(d + 2 * i, x0, x1, bk, sat, nt);
+                bf16_rne2(d + 2 * i + 4 * VL, x2, x3, bk, sat, nt);
 #else
                 const V z = v_set1(0u);
                 st_narrow2(d + 2 * i, bf16_fast(x0, z, 0, sat), bf16_fast(x1, z, 0, sat), 16, nt);
@@ -553,42 +562,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
             i += 4 * VL;
             continue;
         }
-        /* fewer than 4*VL elements left: 2*VL at a time */
-        for (; i + 2 * VL <= n; i += 2 * VL) {
-#ifdef MXP_SIMD_PREFETCH
-            if (nt && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16))
-                MXP_SIMD_PREFETCH(s + 4 * i + MXP_SIMD_PREFETCH_DIST);
-#endif
-            const V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
-#ifdef MXP_SIMD_HW_F16
-            if (t.dt == MXP_FLOAT16) {
-                hw_f16_st2(d + 2 * i, x, y, sat, nt);
-                continue;
-            }
-#endif
-            if (t.bias == 127) {
-#ifdef MXP_SIMD_ANY_NAN2
-                if (any_nan2(x, y)) break;
-#else
-                if (m_any(m_or(bf16_bad(x), bf16_bad(y)))) break;
-#endif
-#ifdef MXP_SIMD_BF16_RNE2
-                bf16_rne2(d + 2 * i, x, y, sat, nt);
-#else
-                const V z = v_set1(0u);
-                st_narrow2(d + 2 * i, bf16_fast(x, z, 0, sat), bf16_fast(y, z, 0, sat), 16, nt);
-#endif
-            } else {
-#ifdef MXP_SIMD_NARROW8_FAST
-                if (t.bits == 8) {
-                    if (!narrow8_fast2(d + i, x, y, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt)) break;
-                    continue;
-                }
-#endif
-                if (m_any(m_or(norm_out(x, c), norm_out(y, c)))) break;
-                st_narrow2(d + ob * i, norm_fast_n(x, t, c), norm_fast_n(y, t, c), t.bits, nt);
-            }
-        }
+        /* fewer than 4*VL elements left: at most one step of 2*VL (tiny-aware or general) */
         if (i + 2 * VL > n) break;
         if (t.bias != 127) {
             const size_t i0 = i;
