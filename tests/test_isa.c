@@ -89,6 +89,26 @@ static void expect_same(const unsigned char *want, const unsigned char *got, con
 
 static size_t dsize(int d) { return mxp_dtype_size((mxp_dtype)d); }
 
+/* Entry cvt[d][s][mode] of k against the scalar reference on n elements at src: the reference
+ * writes want, k writes dst; any difference fails with `what`. */
+static void run_compare(const mxp__kernels *k, int d, int s, int mode, const mxp__cvt_args *a,
+                        const unsigned char *src, size_t n, unsigned char *want, unsigned char *dst,
+                        const char *what)
+{
+    mxp__scalar_kernels()->cvt[d][s][mode](want, src, n, a);
+    k->cvt[d][s][mode](dst, src, n, a);
+    expect_same(want, dst, src, n, dsize(d), dsize(s), what);
+}
+
+/* A test that found no SIMD entry to check (no SIMD path on this CPU/build) is a skip. */
+static void skip_if_none(int checked)
+{
+    if (!checked) {
+        print_message("no SIMD path on this CPU/build: skipped\n");
+        skip();
+    }
+}
+
 /* One ISA against the scalar table; returns the number of (pair, mode) entries it checked. */
 static int check_isa(mxp__isa_id isa)
 {
@@ -121,13 +141,11 @@ static int check_isa(mxp__isa_id isa)
                                                index0s[j]};
                             memset(want, 0xA5, ob * n + GUARD);
                             memset(got, 0xA5, ob * n + dof + GUARD);
-                            ref->cvt[d][s][mode](want, src + so, n, &a);
-                            k->cvt[d][s][mode](got + dof, src + so, n, &a);
                             char what[160];
                             snprintf(what, sizeof what, "%s %s -> %s %s sat=%d n=%zu index0=0x%llx",
                                      k->name, dt_name(s), dt_name(d), mode ? "SR" : "RNE", sat, n,
                                      (unsigned long long)a.index0);
-                            expect_same(want, got + dof, src + so, n, ob, ib, what);
+                            run_compare(k, d, s, mode, &a, src + so, n, want, got + dof, what);
                             for (size_t g = 0; g < GUARD; g++)
                                 if (got[dof + ob * n + g] != 0xA5) fail_msg("%s: wrote past the end", what);
                             for (size_t g = 0; g < dof; g++)
@@ -175,69 +193,72 @@ static void run_isa(mxp__isa_id isa)
 #endif
 }
 
-/* Mostly-regular data (fill_mix) at several irregularity rates, sizes and destination offsets
- * (mod 32 bytes: a streaming or 32-byte store must not assume more alignment than it has);
- * on x86 under four MXCSR settings (the float8 fast step multiplies in float32). */
-static void test_mixed_data(void **state)
+/* Mostly-regular data (fill_mix) at several irregularity rates, ReLU-like or not, sizes and
+ * destination offsets (mod 32 bytes: a streaming or 32-byte store must not assume more
+ * alignment than it has), every SIMD float32 -> narrow entry; returns the calls checked. */
+static int mixed_pass(unsigned char *src, unsigned char *want, unsigned char *got)
 {
-    (void)state;
-    const mxp__kernels *ref = mxp__scalar_kernels();
-    enum { MIXN = 4099 };
-    unsigned char *src = malloc(4 * MIXN), *want = malloc(4 * MIXN), *got = aligned_alloc(64, (4 * MIXN + 64 + 63) / 64 * 64);
-    assert_non_null(src);
-    assert_non_null(want);
-    assert_non_null(got);
     static const uint32_t rates[] = {2, 16, 256, 4096};
     static const size_t sizes[] = {100, 1000, 4099};
     static const size_t dofs[] = {0, 1, 2, 16, 18};
+    const size_t nrates = sizeof rates / sizeof rates[0];
+    const mxp__kernels *ref = mxp__scalar_kernels();
     int checked = 0;
-#ifdef HAVE_MXCSR
-    /* default, FTZ + DAZ, round up, round toward zero: results must not change */
-    static const unsigned csrs[] = {0, 0x8040u, 0x4000u, 0x6000u};
-    const unsigned old_csr = get_csr();
-    for (size_t ci = 0; ci < sizeof csrs / sizeof csrs[0]; ci++) {
-    set_csr((old_csr & ~0xE040u) | csrs[ci]);
-#endif
     for (int isa = 1; isa < MXP__ISA_COUNT; isa++) {
         const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
         if (!k) continue;
         for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
             for (int mode = 0; mode < MXP__NMODES; mode++) {
                 if (k->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
-                const size_t ob = dsize(d);
-                for (size_t ri = 0; ri < 2 * sizeof rates / sizeof rates[0]; ri++)
+                for (size_t ri = 0; ri < 2 * nrates; ri++)
                     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
                         const size_t n = sizes[si];
-                        const uint32_t rate = rates[ri % (sizeof rates / sizeof rates[0])];
-                        const bool relu = ri >= sizeof rates / sizeof rates[0];
-                        fill_mix(src, n, rate, relu);
+                        const bool relu = ri >= nrates;
+                        fill_mix(src, n, rates[ri % nrates], relu);
                         for (size_t oi = 0; oi < sizeof dofs / sizeof dofs[0]; oi++)
                             for (int sat = 0; sat <= 1; sat++) {
                                 const mxp__cvt_args a = {sat, 11 + ri, 0xFFFFF000ull * (si & 1)};
-                                ref->cvt[d][MXP_FLOAT32][mode](want, src, n, &a);
-                                k->cvt[d][MXP_FLOAT32][mode](got + dofs[oi], src, n, &a);
                                 char what[160];
                                 snprintf(what, sizeof what,
                                          "%s float32 -> %s %s sat=%d n=%zu rate=1/%u%s dst+%zu", k->name,
-                                         dt_name(d), mode ? "SR" : "RNE", sat, n, (unsigned)rate,
+                                         dt_name(d), mode ? "SR" : "RNE", sat, n, (unsigned)rates[ri % nrates],
                                          relu ? " relu" : "", dofs[oi]);
-                                expect_same(want, got + dofs[oi], src, n, ob, 4, what);
+                                run_compare(k, d, MXP_FLOAT32, mode, &a, src, n, want, got + dofs[oi], what);
                                 checked++;
                             }
                     }
             }
     }
+    return checked;
+}
+
+/* mixed_pass, on x86 under four MXCSR settings (default, FTZ + DAZ, round up, round toward
+ * zero): the float8 fast step multiplies in float32, and no setting may change a result. */
+static void test_mixed_data(void **state)
+{
+    (void)state;
+    enum { MIXN = 4099 };
+    unsigned char *src = malloc(4 * MIXN), *want = malloc(4 * MIXN),
+                  *got = aligned_alloc(64, (4 * MIXN + 64 + 63) / 64 * 64);
+    assert_non_null(src);
+    assert_non_null(want);
+    assert_non_null(got);
+    int checked = 0;
 #ifdef HAVE_MXCSR
+    static const unsigned csrs[] = {0, 0x8040u, 0x4000u, 0x6000u};
+    const unsigned old_csr = get_csr();
+    for (size_t ci = 0; ci < sizeof csrs / sizeof csrs[0]; ci++) {
+        set_csr((old_csr & ~0xE040u) | csrs[ci]);
+        checked += mixed_pass(src, want, got);
     }
     set_csr(old_csr);
+#else
+    checked = mixed_pass(src, want, got);
 #endif
     free(src);
     free(want);
     free(got);
-    if (!checked) {
-        print_message("no SIMD path on this CPU/build: skipped\n");
-        skip();
-    }
+    skip_if_none(checked);
 }
 
 /* Large calls take the streaming-store path (one call reading + writing >= 24 MB, see
@@ -271,13 +292,11 @@ static void test_streaming(void **state)
                         for (int oi = 0; oi < (data ? 4 : 2); oi++) {
                             const size_t dof = dofs[data][oi];
                             const mxp__cvt_args a = {oi & 1, 7, 0xFFFF0000ull};
-                            ref->cvt[d][s][mode](want, src + 2, n, &a);
-                            k->cvt[d][s][mode](got + dof, src + 2, n, &a);
                             char what[128];
                             snprintf(what, sizeof what, "%s %s -> %s %s n=%zu dst+%zu%s (streaming)",
                                      k->name, dt_name(s), dt_name(d), mode ? "SR" : "RNE", n, dof,
                                      data ? " mostly regular" : "");
-                            expect_same(want, got + dof, src + 2, n, ob, ib, what);
+                            run_compare(k, d, s, mode, &a, src + 2, n, want, got + dof, what);
                             checked++;
                         }
                     }
@@ -286,10 +305,7 @@ static void test_streaming(void **state)
     free(src);
     free(want);
     free(got);
-    if (!checked) {
-        print_message("no SIMD path on this CPU/build: skipped\n");
-        skip();
-    }
+    skip_if_none(checked);
 }
 
 static void test_avx2(void **state)
