@@ -14,7 +14,11 @@
  *    VCVTPH2PS, the F16C operation, bit-exact as explained in cvt_avx2.c), and Zen 4 lacks it.
  * The integer path is exact whatever MXCSR says and runs at memory bandwidth.
  */
+#ifdef MXP_AVX512_EMULATED /* test builds: portable AVX-512 (tests/emu/avx512_emu.h) */
+#include "avx512_emu.h"
+#else
 #include <immintrin.h>
+#endif
 #include <stdbool.h>
 
 #include "kernels.h"

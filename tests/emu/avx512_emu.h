@@ -1,0 +1,210 @@
+/*
+ * avx512_emu.h - AVX-512 intrinsics in portable C, so that the avx512 kernels can be tested
+ * bit for bit on a CPU without AVX-512 (this project's development and CI machines).
+ *
+ * Test builds only (tests/CMakeLists.txt: the mixprec_emu512 library and the *_emu512 tests);
+ * never part of the installed library. cvt_avx512.c includes this header instead of
+ * <immintrin.h> when MXP_AVX512_EMULATED is defined.
+ *
+ * Most intrinsics come from SIMDe (Debian's libsimde-dev, "SIMD Everywhere"), whose native
+ * aliases map the _mm512_* names to portable implementations. SIMDe 0.7.4 lacks a few that the
+ * kernels use; they are written below, one lane at a time, from the operation descriptions in
+ * Intel's Intrinsics Guide / SDM (written independently of the kernels: they do not share code
+ * with cvt_simd_impl.h). The float32 <-> float16 conversions (VCVTPS2PH / VCVTPH2PS) are the
+ * same operation as F16C's on 8 lanes, so they are built from two F16C calls (this file is
+ * compiled with -mavx2 -mf16c); their MXCSR behaviour (DAZ applies to the float32 input of
+ * VCVTPS2PH, FTZ does not apply to its float16 output) is therefore the hardware's own.
+ */
+#ifndef MIXPREC_AVX512_EMU_H
+#define MIXPREC_AVX512_EMU_H
+
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#include <simde/x86/f16c.h>
+
+#include <stdint.h>
+#include <string.h>
+
+typedef struct emu_u32x16 { uint32_t v[16]; } emu_u32x16;
+typedef struct emu_u16x32 { uint16_t v[32]; } emu_u16x32;
+
+static inline emu_u32x16 emu_lanes32(simde__m512i x)
+{
+    emu_u32x16 r;
+    memcpy(r.v, &x, sizeof r.v);
+    return r;
+}
+static inline simde__m512i emu_vec32(emu_u32x16 r)
+{
+    simde__m512i x;
+    memcpy(&x, r.v, sizeof r.v);
+    return x;
+}
+static inline emu_u16x32 emu_lanes16(simde__m512i x)
+{
+    emu_u16x32 r;
+    memcpy(r.v, &x, sizeof r.v);
+    return r;
+}
+static inline simde__m512i emu_vec16(emu_u16x32 r)
+{
+    simde__m512i x;
+    memcpy(&x, r.v, sizeof r.v);
+    return x;
+}
+
+/* VPCMPUD k, a, b, 6 (not-less-or-equal, unsigned): bit i = a[i] > b[i] */
+static inline simde__mmask16 emu_mm512_cmpgt_epu32_mask(simde__m512i a, simde__m512i b)
+{
+    const emu_u32x16 x = emu_lanes32(a), y = emu_lanes32(b);
+    unsigned m = 0;
+    for (int i = 0; i < 16; i++) m |= (unsigned)(x.v[i] > y.v[i]) << i;
+    return (simde__mmask16)m;
+}
+
+/* VPMULLD: low 32 bits of each product (SIMDe 0.7.4's portable version multiplies signed ints,
+ * which is undefined behaviour on overflow and trips UBSan) */
+static inline simde__m512i emu_mm512_mullo_epi32(simde__m512i a, simde__m512i b)
+{
+    emu_u32x16 x = emu_lanes32(a);
+    const emu_u32x16 y = emu_lanes32(b);
+    for (int i = 0; i < 16; i++) x.v[i] *= y.v[i];
+    return emu_vec32(x);
+}
+
+/* VPCMPEQW k, a, b: bit i = a.word[i] == b.word[i] */
+static inline simde__mmask32 emu_mm512_cmpeq_epi16_mask(simde__m512i a, simde__m512i b)
+{
+    const emu_u16x32 x = emu_lanes16(a), y = emu_lanes16(b);
+    uint32_t m = 0;
+    for (int i = 0; i < 32; i++) m |= (uint32_t)(x.v[i] == y.v[i]) << i;
+    return (simde__mmask32)m;
+}
+
+/* VPSUBW with merge masking: lane i = k[i] ? a[i] - b[i] (mod 2^16) : src[i] */
+static inline simde__m512i emu_mm512_mask_sub_epi16(simde__m512i src, simde__mmask32 k, simde__m512i a,
+                                                    simde__m512i b)
+{
+    emu_u16x32 r = emu_lanes16(src);
+    const emu_u16x32 x = emu_lanes16(a), y = emu_lanes16(b);
+    for (int i = 0; i < 32; i++)
+        if ((k >> i) & 1u) r.v[i] = (uint16_t)(x.v[i] - y.v[i]);
+    return emu_vec16(r);
+}
+
+/* VPMOVDW: each dword truncated to its low word */
+static inline simde__m256i emu_mm512_cvtepi32_epi16(simde__m512i a)
+{
+    const emu_u32x16 x = emu_lanes32(a);
+    uint16_t w[16];
+    for (int i = 0; i < 16; i++) w[i] = (uint16_t)x.v[i];
+    simde__m256i r;
+    memcpy(&r, w, sizeof w);
+    return r;
+}
+
+/* VPMOVZXWD: 16 words zero-extended to dwords */
+static inline simde__m512i emu_mm512_cvtepu16_epi32(simde__m256i a)
+{
+    uint16_t w[16];
+    memcpy(w, &a, sizeof w);
+    emu_u32x16 r;
+    for (int i = 0; i < 16; i++) r.v[i] = w[i];
+    return emu_vec32(r);
+}
+
+/* VPMOVZXBD: 16 bytes zero-extended to dwords */
+static inline simde__m512i emu_mm512_cvtepu8_epi32(simde__m128i a)
+{
+    uint8_t b[16];
+    memcpy(b, &a, sizeof b);
+    emu_u32x16 r;
+    for (int i = 0; i < 16; i++) r.v[i] = b[i];
+    return emu_vec32(r);
+}
+
+/* VPMOVDB: each dword truncated to its low byte */
+static inline simde__m128i emu_mm512_cvtepi32_epi8(simde__m512i a)
+{
+    const emu_u32x16 x = emu_lanes32(a);
+    uint8_t b[16];
+    for (int i = 0; i < 16; i++) b[i] = (uint8_t)x.v[i];
+    simde__m128i r;
+    memcpy(&r, b, sizeof b);
+    return r;
+}
+
+/* VCVTDQ2PS: signed dword -> float32 under the current MXCSR rounding mode (the cast rounds
+ * the same way: C's int -> float conversion uses the dynamic rounding mode). */
+static inline simde__m512 emu_mm512_cvtepi32_ps(simde__m512i a)
+{
+    const emu_u32x16 x = emu_lanes32(a);
+    float f[16];
+    for (int i = 0; i < 16; i++) f[i] = (float)(int32_t)x.v[i];
+    simde__m512 r;
+    memcpy(&r, f, sizeof f);
+    return r;
+}
+
+/* VMOVNTDQ m512: a store (the non-temporal hint has no visible effect) that faults unless the
+ * address is 64-byte aligned; the emulation aborts there, so a misaligned streaming store fails
+ * the test as it would crash on hardware. */
+static inline void emu_mm512_stream_si512(void *p, simde__m512i a)
+{
+    if ((uintptr_t)p % 64 != 0) __builtin_trap();
+    memcpy(p, &a, sizeof a);
+}
+
+/* VCVTPS2PH / VCVTPH2PS on 16 lanes = F16C's 8-lane operation twice. */
+static inline simde__m256i emu_mm512_cvtps_ph(simde__m512 a, int rounding)
+{
+    __m256 lo, hi;
+    memcpy(&lo, &a, 32);
+    memcpy(&hi, (const char *)&a + 32, 32);
+    __m128i hl, hh;
+    if (rounding != _MM_FROUND_TO_NEAREST_INT) __builtin_trap(); /* the kernels use only RNE */
+    hl = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT);
+    hh = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT);
+    simde__m256i r;
+    memcpy(&r, &hl, 16);
+    memcpy((char *)&r + 16, &hh, 16);
+    return r;
+}
+static inline simde__m512 emu_mm512_cvtph_ps(simde__m256i a)
+{
+    __m128i hl, hh;
+    memcpy(&hl, &a, 16);
+    memcpy(&hh, (const char *)&a + 16, 16);
+    const __m256 lo = _mm256_cvtph_ps(hl), hi = _mm256_cvtph_ps(hh);
+    simde__m512 r;
+    memcpy(&r, &lo, 32);
+    memcpy((char *)&r + 32, &hi, 32);
+    return r;
+}
+
+#undef _mm512_cmpgt_epu32_mask
+#undef _mm512_mullo_epi32
+#undef _mm512_cmpeq_epi16_mask
+#undef _mm512_mask_sub_epi16
+#undef _mm512_cvtepi32_epi16
+#undef _mm512_cvtepu16_epi32
+#undef _mm512_cvtepi32_ps
+#undef _mm512_cvtepu8_epi32
+#undef _mm512_cvtepi32_epi8
+#undef _mm512_stream_si512
+#undef _mm512_cvtps_ph
+#undef _mm512_cvtph_ps
+#define _mm512_cmpgt_epu32_mask emu_mm512_cmpgt_epu32_mask
+#define _mm512_mullo_epi32 emu_mm512_mullo_epi32
+#define _mm512_cmpeq_epi16_mask emu_mm512_cmpeq_epi16_mask
+#define _mm512_mask_sub_epi16 emu_mm512_mask_sub_epi16
+#define _mm512_cvtepi32_epi16 emu_mm512_cvtepi32_epi16
+#define _mm512_cvtepu16_epi32 emu_mm512_cvtepu16_epi32
+#define _mm512_cvtepi32_ps emu_mm512_cvtepi32_ps
+#define _mm512_cvtepu8_epi32 emu_mm512_cvtepu8_epi32
+#define _mm512_cvtepi32_epi8 emu_mm512_cvtepi32_epi8
+#define _mm512_stream_si512 emu_mm512_stream_si512
+#define _mm512_cvtps_ph emu_mm512_cvtps_ph
+#define _mm512_cvtph_ps emu_mm512_cvtph_ps
+
+#endif /* MIXPREC_AVX512_EMU_H */
