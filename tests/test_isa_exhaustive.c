@@ -181,6 +181,25 @@ static void test_avx512(void **state)
     (void)state;
     run_isa(MXP__ISA_AVX512);
 }
+/* The avx512 table's AVX512_BF16 kernel (float32 -> bfloat16 nearest-even; registered by
+ * dispatch.c only on CPUs with the instruction): the emulated program sweeps it in full. */
+static void test_avx512_bf16(void **state)
+{
+    (void)state;
+#ifdef MXP_EMU512
+    const mxp__kernels *k = mxp__kernels_for(MXP__ISA_AVX512);
+    assert_non_null(k);
+    mxp__kernels t = *k;
+    mxp__cvt_register_avx512_bf16(&t);
+    t.name = "avx512+bf16";
+    sweep_f32(&t, MXP_BFLOAT16, MXP__RNE, false, false);
+    sweep_f32(&t, MXP_BFLOAT16, MXP__RNE, true, false);
+#else
+    print_message("checked by test_isa_exhaustive_emu512 (and by test_avx512 on a CPU with AVX512_BF16)\n");
+    skip();
+#endif
+}
+
 static void test_neon(void **state)
 {
     (void)state;
@@ -192,6 +211,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avx512),
+        cmocka_unit_test(test_avx512_bf16),
         cmocka_unit_test(test_neon),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

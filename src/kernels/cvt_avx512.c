@@ -1,18 +1,28 @@
 /*
  * cvt_avx512.c - float32 <-> float16 / bfloat16 / float8 (e4m3fn, e5m2) with AVX-512 (16 lanes).
  *
- * The algorithm is cvt_simd_impl.h's (shared with AVX2 and NEON, which are tested against the
- * scalar reference natively and under qemu); this file only maps its primitives to AVX-512F
- * intrinsics (compares give __mmask16, selects are mask blends, narrowing stores are
- * VPMOVDW / VPMOVDB). Only AVX512F is needed, so dispatch.c selects this path on every
- * AVX-512 CPU (F/BW/VL/DQ required for the table as a whole, OS ZMM state checked).
+ * The algorithm is cvt_simd_impl.h's (shared with AVX2 and NEON); this file maps its
+ * primitives to AVX-512 intrinsics (compares give __mmask16, selects are mask blends, narrowing
+ * stores are VPMOVDW / VPMOVDB) and gives the AVX-512 versions of cvt_avx2.c's fast steps
+ * (4-vector NaN check, float8 normal / zero-aware / subnormal steps, integer bfloat16 step,
+ * float8 decodes through VCVTPH2PS). The table needs AVX512 F/BW/VL/DQ (dispatch.c).
  *
- * Not used on purpose:
- *  - AVX512_BF16 VCVTNEPS2BF16: it treats float32 subnormal inputs as zero (bfloat16 keeps them)
- *    and always quiets NaN; fixing both up costs as much as the 6-instruction integer rounding.
- *  - AVX512_FP16: nothing here needs it (float32 <-> float16 uses AVX512F's VCVTPS2PH /
- *    VCVTPH2PS, the F16C operation, bit-exact as explained in cvt_avx2.c), and Zen 4 lacks it.
- * The integer path is exact whatever MXCSR says and runs at memory bandwidth.
+ * AVX512_BF16: VCVTNEPS2BF16 rounds float32 -> bfloat16 nearest-even in one instruction, but it
+ * treats float32 subnormal inputs as zero (bfloat16 keeps them); bf16_hw2 sends a step with a
+ * subnormal lane to the integer step instead. Its NaN rule (quiet bit set, payload truncated) is
+ * the reference's, and NaN steps take the general path anyway. Registered separately
+ * (mxp__cvt_register_avx512_bf16) and only on CPUs with AVX512_BF16: Skylake-X has AVX-512
+ * without it. AVX512_FP16 is not used: float32 <-> float16 is AVX512F's VCVTPS2PH / VCVTPH2PS
+ * (the F16C operation, bit-exact as explained in cvt_avx2.c), and Zen 4 lacks FP16. The file is
+ * compiled with -mavx512bf16 (not -mavx512fp16: gcc may then move 16-bit values with VMOVW,
+ * which only FP16 CPUs have); VCVTNEPS2BF16 appears only in cvt_bf16_f32_hw__avx512.
+ *
+ * Testing: the development and CI machines have no AVX-512, so the tests also run this file on
+ * emulated intrinsics (MXP_AVX512_EMULATED: tests/emu/avx512_emu.h, SIMDe plus a few written
+ * from Intel's descriptions, VCVTNEPS2BF16 with its subnormal flush): test_isa_emu512 and
+ * test_isa_exhaustive_emu512 check every entry, the BF16 kernel included, bit for bit against
+ * the scalar reference. On an AVX-512 CPU, test_isa and test_isa_exhaustive check the real
+ * instructions.
  */
 #ifdef MXP_AVX512_EMULATED /* test builds: portable AVX-512 (tests/emu/avx512_emu.h) */
 #include "avx512_emu.h"
@@ -80,24 +90,208 @@ PRIM M m_and(M a, M b) { return (M)(a & b); }
 PRIM bool m_any(M m) { return m != 0; }
 PRIM V v_keep(M m, V x) { return _mm512_maskz_mov_epi32(m, x); }
 
-/* AVX512F VCVTPS2PH / VCVTPH2PS: the same operation as F16C's (cvt_avx2.c, tested there). */
-#define MXP_SIMD_HW_F16 1
-PRIM void hw_f16_st2(void *p, V x, V y, int sat, int nt)
+/* 32 float16 / bfloat16 results (words lo: elements 0-15, hi: 16-31) to p; sat: a result that
+ * is +-infinity (magnitude `inf`) becomes +-max finite (the pattern below it: inf - 1). */
+PRIM void st16_words(void *p, __m256i lo, __m256i hi, short inf, int sat, int nt)
 {
-    const __m256i hx = _mm512_cvtps_ph(_mm512_castsi512_ps(x), _MM_FROUND_TO_NEAREST_INT);
-    const __m256i hy = _mm512_cvtps_ph(_mm512_castsi512_ps(y), _MM_FROUND_TO_NEAREST_INT);
-    V h = _mm512_inserti64x4(_mm512_castsi256_si512(hx), hy, 1);
-    if (sat) { /* +-inf (0x7C00 / 0xFC00) - 1 = +-max (0x7BFF / 0xFBFF) */
-        const __mmask32 inf = _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, _mm512_set1_epi16(0x7FFF)),
-                                                      _mm512_set1_epi16(0x7C00));
-        h = _mm512_mask_sub_epi16(h, inf, h, _mm512_set1_epi16(1));
+    V h = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    if (sat) {
+        const __mmask32 m = _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, _mm512_set1_epi16(0x7FFF)),
+                                                    _mm512_set1_epi16(inf));
+        h = _mm512_mask_sub_epi16(h, m, h, _mm512_set1_epi16(1));
     }
     if (nt) _mm512_stream_si512(p, h);
     else _mm512_storeu_si512(p, h);
 }
+
+/* AVX512F VCVTPS2PH / VCVTPH2PS: the same operation as F16C's (cvt_avx2.c, tested there). */
+#define MXP_SIMD_HW_F16 1
+PRIM void hw_f16_st2(void *p, V x, V y, int sat, int nt)
+{
+    st16_words(p, _mm512_cvtps_ph(_mm512_castsi512_ps(x), _MM_FROUND_TO_NEAREST_INT),
+               _mm512_cvtps_ph(_mm512_castsi512_ps(y), _MM_FROUND_TO_NEAREST_INT), 0x7C00, sat, nt);
+}
 PRIM V hw_f16_ld(const void *p)
 {
     return _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));
+}
+
+/* The ISA-specific fast steps of cvt_avx2.c (see there for the arithmetic), with 16 lanes and
+ * mask registers. */
+#ifndef MXP_AVX512_EMULATED /* the emulated vector type lives in memory, not in a register */
+#define MXP_SIMD_PIN(v) __asm__("" : "+v"(v))
+#endif
+
+#define MXP_SIMD_ANY_NAN4 1
+PRIM bool any_nan4(V x, V y, V z, V w)
+{
+    const M u = _mm512_cmp_ps_mask(_mm512_castsi512_ps(x), _mm512_castsi512_ps(y), _CMP_UNORD_Q);
+    const M v = _mm512_cmp_ps_mask(_mm512_castsi512_ps(z), _mm512_castsi512_ps(w), _CMP_UNORD_Q);
+    return (u | v) != 0;
+}
+
+/*
+ * float32 -> float8 nearest-even on the signed bits, as cvt_avx2.c's narrow8_words but kept in
+ * dwords (masks make the range test one compare per vector):
+ *   tq = (u + add + bit D of u) >> D = S << (31 - D) | q,   q = tq & (2^(31-D) - 1)
+ * taken iff minq <= q <= maxq (unsigned q - minq <= maxq - minq); the byte is q | S << 7, and
+ * S << 7 is tq >> (24 - D) masked to bit 7 (tq has nothing above bit 31 - D).
+ */
+PRIM V n8_tq(V x, int D, V k)
+{
+    const V lsb = _mm512_and_si512(_mm512_srli_epi32(x, (unsigned)D), _mm512_set1_epi32(1));
+    return _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, k), lsb), (unsigned)D);
+}
+PRIM M n8_bad(V tq, V qm, V mn, V span)
+{
+    return _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(_mm512_and_si512(tq, qm), mn), span);
+}
+PRIM V n8_byte(V tq, V qm, int D)
+{
+    return _mm512_or_si512(_mm512_and_si512(tq, qm),
+                           _mm512_and_si512(_mm512_srli_epi32(tq, (unsigned)(24 - D)), _mm512_set1_epi32(0x80)));
+}
+/* 64 byte lanes (4 vectors) -> 64 bytes at p; streaming as two 32-byte stores (p is only
+ * 2*VL = 32-byte aligned there: a 2*VL step before may have moved it by 32) */
+PRIM void n8_store4(void *p, V b0, V b1, V b2, V b3, int nt)
+{
+    const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(b0)),
+                                               _mm512_cvtepi32_epi8(b1), 1);
+    const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(b2)),
+                                               _mm512_cvtepi32_epi8(b3), 1);
+    if (nt) {
+        _mm256_stream_si256((__m256i *)p, lo);
+        _mm256_stream_si256((__m256i *)p + 1, hi);
+    } else {
+        _mm256_storeu_si256((__m256i *)p, lo);
+        _mm256_storeu_si256((__m256i *)p + 1, hi);
+    }
+}
+#define MXP_SIMD_NARROW8_FAST 1
+PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq,
+                        int nt)
+{
+    const V k = v_set1(add), qm = v_set1((1u << (31 - D)) - 1u), mn = v_set1(minq), span = v_set1(maxq - minq);
+    const V t0 = n8_tq(x, D, k), t1 = n8_tq(y, D, k), t2 = n8_tq(z, D, k), t3 = n8_tq(w, D, k);
+    if ((n8_bad(t0, qm, mn, span) | n8_bad(t1, qm, mn, span) | n8_bad(t2, qm, mn, span) |
+         n8_bad(t3, qm, mn, span)) != 0)
+        return false;
+    n8_store4(p, n8_byte(t0, qm, D), n8_byte(t1, qm, D), n8_byte(t2, qm, D), n8_byte(t3, qm, D), nt);
+    return true;
+}
+
+/* narrow8_fast4 that also takes +-0 lanes (0: not stored; 1: stored, a lane was +-0; 2: stored,
+ * none was): a zero lane is exempt from the range test and its byte is its sign alone. */
+#define MXP_SIMD_NARROW8_FASTZ 1
+PRIM V n8_zbyte(V x, V tq, V qm, int D, M z)
+{
+    return _mm512_mask_mov_epi32(n8_byte(tq, qm, D), z,
+                                 _mm512_and_si512(_mm512_srli_epi32(x, 24), _mm512_set1_epi32(0x80)));
+}
+PRIM int narrow8_fast4z(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq,
+                        int nt)
+{
+    const V k = v_set1(add), qm = v_set1((1u << (31 - D)) - 1u), mn = v_set1(minq), span = v_set1(maxq - minq);
+    const V absm = v_set1(0x7FFFFFFFu), zero = _mm512_setzero_si512();
+    const M z0 = m_eq(v_and(x, absm), zero), z1 = m_eq(v_and(y, absm), zero), z2 = m_eq(v_and(z, absm), zero),
+            z3 = m_eq(v_and(w, absm), zero);
+    const V t0 = n8_tq(x, D, k), t1 = n8_tq(y, D, k), t2 = n8_tq(z, D, k), t3 = n8_tq(w, D, k);
+    if (((n8_bad(t0, qm, mn, span) & (M)~z0) | (n8_bad(t1, qm, mn, span) & (M)~z1) |
+         (n8_bad(t2, qm, mn, span) & (M)~z2) | (n8_bad(t3, qm, mn, span) & (M)~z3)) != 0)
+        return 0;
+    n8_store4(p, n8_zbyte(x, t0, qm, D, z0), n8_zbyte(y, t1, qm, D, z1), n8_zbyte(z, t2, qm, D, z2),
+              n8_zbyte(w, t3, qm, D, z3), nt);
+    return (z0 | z1 | z2 | z3) != 0 ? 1 : 2;
+}
+
+/* float32 -> float8 for 32 lanes without overflow, infinity or NaN, subnormal results through
+ * VCVTPS2PH of a * 2^(B - 1 + m - 24) (cvt_avx2.c's narrow8_sub2 explains why it is exact). */
+#define MXP_SIMD_NARROW8_SUB 1
+PRIM V narrow8_sub1(V x, V a, int D, V k, V lo, __m512 scale)
+{
+    const V qn = n8_tq(a, D, k);
+    const __m256i h = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_castsi512_ps(a), scale), _MM_FROUND_TO_NEAREST_INT);
+    const V q = _mm512_mask_blend_epi32(m_gt(lo, a), qn, _mm512_cvtepu16_epi32(h)); /* lo > a: h */
+    return _mm512_or_si512(q, _mm512_and_si512(_mm512_srli_epi32(x, 24), _mm512_set1_epi32(0x80)));
+}
+PRIM bool narrow8_sub2(void *p, V x, V y, int D, uint32_t add, uint32_t lo, uint32_t hi, uint32_t scale, int nt)
+{
+    const V absm = v_set1(0x7FFFFFFFu), H = v_set1(hi);
+    const V ax = v_and(x, absm), ay = v_and(y, absm);
+    if ((m_gt(ax, H) | m_gt(ay, H)) != 0) return false;
+    const V k = v_set1(add), L = v_set1(lo);
+    const __m512 sc = _mm512_castsi512_ps(v_set1(scale));
+    const V qx = narrow8_sub1(x, ax, D, k, L, sc), qy = narrow8_sub1(y, ay, D, k, L, sc);
+    if (nt) st8x2_nt(p, qx, qy);
+    else st8x2(p, qx, qy);
+    return true;
+}
+
+/* float32 -> bfloat16 nearest-even for 32 lanes without NaN: t = u + 0x7FFF + bit 16 of u,
+ * result t >> 16 (the carry trick of cvt_scalar.c); VPMOVDW packs. */
+#define MXP_SIMD_BF16_RNE2 1
+PRIM __m256i bf16_words(V x, V k)
+{
+    const V lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, k), lsb), 16));
+}
+PRIM void bf16_rne2(void *p, V x, V y, V k, int sat, int nt)
+{
+    st16_words(p, bf16_words(x, k), bf16_words(y, k), 0x7F80, sat, nt);
+}
+
+/*
+ * AVX512_BF16 VCVTNEPS2BF16, for CPUs that have it (registered by mxp__cvt_register_avx512_bf16).
+ * Intel SDM: a float32 zero or subnormal input gives a signed zero (denormals are zero, whatever
+ * MXCSR says), infinity its top half, NaN its top half with the quiet bit set (the reference's
+ * NaN rule, and bf16_hw2 never sees NaN anyway), every other input nearest-even: the same
+ * carry trick as bf16_rne2. So the one difference from the reference is a subnormal input
+ * (bfloat16 keeps it: its top half, rounded); a step with one takes bf16_rne2 instead.
+ * Subnormal: 1 <= |u| <= 0x007FFFFF, i.e. |u| - 1 < 0x007FFFFF unsigned.
+ */
+#define MXP_SIMD_BF16_HW 1
+#ifdef MXP_AVX512_EMULATED
+#define CVTNEPS2BF16(v) emu_mm512_cvtneps2bf16(_mm512_castsi512_ps(v))
+#else
+#define CVTNEPS2BF16(v) ((__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(v)))
+#endif
+PRIM void bf16_hw2(void *p, V x, V y, V k, int sat, int nt)
+{
+    const V absm = v_set1(0x7FFFFFFFu), one = v_set1(1u), top = v_set1(0x007FFFFFu);
+    const M sub = m_gtu(top, v_sub(v_and(x, absm), one)) | m_gtu(top, v_sub(v_and(y, absm), one));
+    if (sub != 0) {
+        bf16_rne2(p, x, y, k, sat, nt);
+        return;
+    }
+    st16_words(p, CVTNEPS2BF16(x), CVTNEPS2BF16(y), 0x7F80, sat, nt);
+}
+
+/* float8 -> float32 through VCVTPH2PS, as cvt_avx2.c's hw_e5m2_ld / hw_e4m3_ld (see there):
+ * e5m2 byte b is the float16 b << 8; e4m3fn moves to float16 with a rebias, then x 256 exactly,
+ * and its NaN (+-480 after the multiply) gets the reference's pattern by one XOR. */
+#define MXP_SIMD_HW_E5M2 1
+PRIM __m256i b16_words_hi(const void *p) /* 16 bytes at p, each the high byte of a word */
+{
+    return _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p)), 8);
+}
+PRIM V hw_e5m2_ld(const void *p) { return _mm512_castps_si512(_mm512_cvtph_ps(b16_words_hi(p))); }
+#define MXP_SIMD_HW_E4M3 1
+PRIM V hw_e4m3_ld_nonan(const void *p)
+{
+    const __m256i w = b16_words_hi(p);
+    const __m256i h = _mm256_sub_epi16(w, _mm256_and_si256(_mm256_srli_epi16(w, 1), _mm256_set1_epi16(0x3F80)));
+    return _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f)));
+}
+PRIM V hw_e4m3_ld(const void *p)
+{
+    const V u = hw_e4m3_ld_nonan(p);
+    const M nan = m_eq(v_and(u, v_set1(0x7FFFFFFFu)), v_set1(0x43F00000u));
+    return _mm512_mask_xor_epi32(u, nan, u, v_set1(0x43F00000u ^ 0x7FC00000u));
+}
+PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes at p */
+{
+    const V b = _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(0x7F));
+    return _mm512_cmpeq_epi8_mask(b, _mm512_set1_epi8(0x7F)) != 0;
 }
 
 /* Streaming-store threshold: as cvt_avx2.c (bytes read + written by one call). */
@@ -106,7 +300,21 @@ PRIM V hw_f16_ld(const void *p)
 #endif
 #define MXP_SIMD_NT_STORE32(p, x) _mm512_stream_si512((void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()
+/* Source prefetch in streaming loops: as cvt_avx2.c (not measured on AVX-512 hardware). */
+#ifndef MXP_SIMD_PREFETCH_DIST
+#define MXP_SIMD_PREFETCH_DIST 2048
+#endif
+#define MXP_SIMD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx512(mxp__kernels *k) { simd_register(k); }
+
+/* float32 -> bfloat16 nearest-even with VCVTNEPS2BF16 (bf16_hw2); stochastic rounding keeps
+ * the integer kernel. For CPUs with AVX512_BF16 only (dispatch.c). */
+#define SF_BF16_HW ((sfmt){16, 7, 127, 0x7F7Fu, 0x7F80u, 0, MXP_BFLOAT16, 1})
+static void cvt_bf16_f32_hw__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    narrow_loop(dst, src, n, a, SF_BF16_HW, 0);
+}
+void mxp__cvt_register_avx512_bf16(mxp__kernels *k) { k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE] = cvt_bf16_f32_hw__avx512; }

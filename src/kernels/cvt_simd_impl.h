@@ -13,8 +13,8 @@
  * The one hardware conversion used is x86's VCVTPS2PH / VCVTPH2PS for float32 <-> float16
  * nearest-even (MXP_SIMD_HW_F16 below), whose results equal the reference's for every input
  * whatever MXCSR says (checked on all 2^32 inputs with FTZ+DAZ set). AVX512_BF16's
- * VCVTNEPS2BF16 and AVX512_FP16 are not used: VCVTNEPS2BF16 flushes float32 subnormal inputs
- * and quiets NaN its own way, and nothing else here needs FP16 (cvt_avx512.c).
+ * VCVTNEPS2BF16 flushes float32 subnormal inputs, so cvt_avx512.c uses it only for steps
+ * without one (MXP_SIMD_BF16_HW); AVX512_FP16 is not needed.
  *
  * Shape of a narrowing kernel: two vectors per step; an inner loop runs the short fast path
  * while a cheap per-step check passes (bfloat16 without NaN; float16/float8 with every lane in
@@ -65,6 +65,10 @@
  *   MXP_SIMD_BF16_RNE2 with bf16_rne2(p, x, y, k, sat, nt): 2*VL float32 without NaN -> bfloat16
  *                             nearest-even at p (k = 0x7FFF in every lane; saturating when sat,
  *                             streaming when nt)
+ *   MXP_SIMD_BF16_HW with bf16_hw2(p, x, y, k, sat, nt): the same by a hardware instruction
+ *                             that the CPU may lack; used only by kernels instantiated with a
+ *                             format whose hw field is 1 (cvt_avx512.c registers those only on
+ *                             CPUs that have the instruction)
  *   MXP_SIMD_NARROW8_FAST with narrow8_fast4(p, x, y, z, w, D, add, minq, maxq, nt): 4*VL
  *                             float32 -> float8 nearest-even at p when every result is normal
  *                             (see there), else false with nothing stored
@@ -108,12 +112,13 @@ typedef struct sfmt {
     uint32_t inf;    /* infinity pattern (0 for e4m3fn) */
     int fn;          /* 1: no infinities, the only NaN is all ones (e4m3fn) */
     mxp_dtype dt;
+    int hw;          /* bfloat16 only: 1 = nearest-even steps by bf16_hw2 (MXP_SIMD_BF16_HW) */
 } sfmt;
 
-#define SF_F16 ((sfmt){16, 10, 15, 0x7BFFu, 0x7C00u, 0, MXP_FLOAT16})
-#define SF_BF16 ((sfmt){16, 7, 127, 0x7F7Fu, 0x7F80u, 0, MXP_BFLOAT16})
-#define SF_E4M3 ((sfmt){8, 3, 7, 0x7Eu, 0u, 1, MXP_FLOAT8_E4M3FN})
-#define SF_E5M2 ((sfmt){8, 2, 15, 0x7Bu, 0x7Cu, 0, MXP_FLOAT8_E5M2})
+#define SF_F16 ((sfmt){16, 10, 15, 0x7BFFu, 0x7C00u, 0, MXP_FLOAT16, 0})
+#define SF_BF16 ((sfmt){16, 7, 127, 0x7F7Fu, 0x7F80u, 0, MXP_BFLOAT16, 0})
+#define SF_E4M3 ((sfmt){8, 3, 7, 0x7Eu, 0u, 1, MXP_FLOAT8_E4M3FN, 0})
+#define SF_E5M2 ((sfmt){8, 2, 15, 0x7Bu, 0x7Cu, 0, MXP_FLOAT8_E5M2, 0})
 
 /* The stochastic-rounding words of VL consecutive indices lo, lo+1, ... (kernels.h). */
 static SIMD_INLINE V sr_fmix(V x)
@@ -473,6 +478,13 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                 if (any_nan4(x0, x1, x2, x3)) break;
 #else
                 if (m_any(m_or(m_or(bf16_bad(x0), bf16_bad(x1)), m_or(bf16_bad(x2), bf16_bad(x3))))) break;
+#endif
+#ifdef MXP_SIMD_BF16_HW
+                if (t.hw) {
+                    bf16_hw2(d + 2 * i, x0, x1, bk, sat, nt);
+                    bf16_hw2(d + 2 * i + 4 * VL, x2, x3, bk, sat, nt);
+                    continue;
+                }
 #endif
 #ifdef MXP_SIMD_BF16_RNE2
                 bf16_rne2(d + 2 * i, x0, x1, bk, sat, nt);

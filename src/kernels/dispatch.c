@@ -8,10 +8,11 @@
  *   avx2:   AVX2 + FMA + F16C (cpuid 1 / 7.0), OSXSAVE, XCR0 has SSE+AVX state (bits 1, 2)
  *   avx512: avx2 + AVX512 F, BW, VL, DQ (cpuid 7.0 EBX 16, 30, 31, 17), XCR0 also has the
  *           opmask and ZMM states (bits 5, 6, 7)
- * The AVX-512 kernels (cvt_avx512.c) need nothing beyond F/BW/VL/DQ: they deliberately avoid
- * AVX512_BF16 and AVX512_FP16 (see that file), so Zen 4 (BF16, no FP16) and Skylake-X (neither)
- * take the same avx512 path as Sapphire Rapids. Were a kernel to use BF16/FP16 one day, it must
- * be registered only when cpu_feature_bf16/fp16 below say so, never required for the path.
+ * The avx512 table needs nothing beyond F/BW/VL/DQ, so Skylake-X, Zen 4 and Sapphire Rapids all
+ * take it; on a CPU that also has AVX512_BF16 (Zen 4, Cooper Lake, Sapphire Rapids) its float32
+ * -> bfloat16 nearest-even entry is the VCVTNEPS2BF16 kernel (mxp__cvt_register_avx512_bf16).
+ * No kernel uses AVX512_FP16. A BF16/FP16 kernel is registered only when x86_detect says the
+ * CPU has the extension, never required for the path.
  * AArch64: Advanced SIMD is baseline, so neon is always available there.
  *
  * MIXPREC_ISA=scalar|avx2|avx512|neon forces a path; one this CPU lacks falls back to the best
@@ -44,7 +45,7 @@ const char *mxp__isa_name(mxp__isa_id isa)
 #ifdef MXP_X86_CPUID
 typedef struct x86_features {
     bool avx2, avx512;  /* what the two paths require, OS support included */
-    bool bf16, fp16;    /* AVX512_BF16 / AVX512_FP16 (informational: no kernel needs them) */
+    bool bf16, fp16;    /* AVX512_BF16 (one extra kernel) / AVX512_FP16 (informational) */
 } x86_features;
 
 static uint64_t xgetbv0(void)
@@ -116,6 +117,9 @@ static void build(mxp__isa_id isa)
         break;
     case MXP__ISA_AVX512:
         mxp__cvt_register_avx512(k);
+#if defined(MXP_X86_CPUID) && !defined(MXP_AVX512_EMULATED)
+        if (x86_detect().bf16) mxp__cvt_register_avx512_bf16(k);
+#endif
         mxp__finite_register_avx512(k);
         break;
 #endif
@@ -130,12 +134,12 @@ static void build(mxp__isa_id isa)
 }
 
 /*
- * Paths the default choice (MIXPREC_ISA unset or unknown) may take. The AVX-512 kernels share
- * their algorithm with the AVX2 and NEON ones (cvt_simd_impl.h), which are tested bit for bit,
- * but their intrinsic mapping has not yet run on AVX-512 hardware (the development and CI
- * machines have none). Until it has, AVX-512 is used only when MIXPREC_ISA=avx512 asks for it,
- * so nobody's data goes through unexecuted code by default; test_isa checks the avx512 table
- * against the scalar reference on every machine that has AVX-512.
+ * Paths the default choice (MIXPREC_ISA unset or unknown) may take. The avx512 table is checked
+ * bit for bit on emulated intrinsics (test_isa_emu512, test_isa_exhaustive_emu512: all 2^32
+ * inputs per target and mode), but the machine code built for real AVX-512 hardware has not yet
+ * run on any (the development and CI machines have none). Until it has, AVX-512 is used only
+ * when MIXPREC_ISA=avx512 asks for it, so nobody's data goes through never-executed code by
+ * default; on an AVX-512 machine, test_isa and test_isa_exhaustive check the native table.
  */
 bool mxp__isa_in_default(mxp__isa_id isa) { return isa != MXP__ISA_AVX512; }
 

@@ -77,6 +77,8 @@ void mxp__finite_register_scalar(mxp__kernels *k);
 void mxp__cvt_register_avx2(mxp__kernels *k);
 void mxp__finite_register_avx2(mxp__kernels *k);
 void mxp__cvt_register_avx512(mxp__kernels *k);
+/* avx512 table on a CPU with AVX512_BF16: float32 -> bfloat16 nearest-even by VCVTNEPS2BF16 */
+void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
 void mxp__finite_register_avx512(mxp__kernels *k);
 #endif
 #if defined(__aarch64__)

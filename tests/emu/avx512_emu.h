@@ -182,6 +182,28 @@ static inline simde__m512 emu_mm512_cvtph_ps(simde__m256i a)
     return r;
 }
 
+/* AVX512_BF16 VCVTNEPS2BF16 (16 float32 -> 16 bfloat16, returned as the 16 words of a 256-bit
+ * integer vector), following the SDM's convert_fp32_to_bfloat16: zero or denormal input ->
+ * signed zero (denormals are zero, MXCSR not consulted); infinity -> its top half; NaN -> its
+ * top half with the quiet bit (bit 6 of the result) set; otherwise round to nearest even by
+ * adding 0x7FFF + bit 16 and keeping the top half. */
+static inline simde__m256i emu_mm512_cvtneps2bf16(simde__m512 a)
+{
+    uint32_t x[16];
+    uint16_t r[16];
+    memcpy(x, &a, sizeof x);
+    for (int i = 0; i < 16; i++) {
+        const uint32_t u = x[i], e = (u >> 23) & 0xFFu, m = u & 0x7FFFFFu;
+        if (e == 0) r[i] = (uint16_t)((u >> 16) & 0x8000u);
+        else if (e == 0xFFu && m == 0) r[i] = (uint16_t)(u >> 16);
+        else if (e == 0xFFu) r[i] = (uint16_t)((u >> 16) | 0x40u);
+        else r[i] = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    }
+    simde__m256i v;
+    memcpy(&v, r, sizeof r);
+    return v;
+}
+
 #undef _mm512_cmpgt_epu32_mask
 #undef _mm512_mullo_epi32
 #undef _mm512_cmpeq_epi16_mask
