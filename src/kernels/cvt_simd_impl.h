@@ -78,7 +78,10 @@
  *   MXP_SIMD_NARROW8_SUB with narrow8_sub2(p, x, y, D, add, lo, hi, scale, nt): 2*VL float32 ->
  *                             float8 nearest-even at p when no lane overflows or is NaN (normal
  *                             and subnormal results alike), else false with nothing stored
- * and may define MXP_SIMD_PIN(v) (an empty asm that makes the vector v opaque, so that the
+ * and may define MXP_SIMD_NO_SPECIALISE (one copy of each loop with saturate / streaming as
+ * run-time flags instead of four constant-folded copies: the emulated-AVX-512 test build, whose
+ * compile time grows with code size),
+ * MXP_SIMD_PIN(v) (an empty asm that makes the vector v opaque, so that the
  * compiler keeps a hoisted constant in a register instead of rebuilding it in a loop),
  * MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size),
  * st16x2_nt / st8x2_nt (as st16x2 / st8x2, p aligned to 4*VL / 2*VL bytes), with
@@ -645,8 +648,12 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
 #endif
     if (!sr) {
         /* specialised on saturate and streaming, so that the loop carries no flag tests */
+#ifdef MXP_SIMD_NO_SPECIALISE
+        i = rne_run(d, s, i, n, t, a->saturate, nt);
+#else
         if (a->saturate) i = nt ? rne_run(d, s, i, n, t, 1, 1) : rne_run(d, s, i, n, t, 1, 0);
         else i = nt ? rne_run(d, s, i, n, t, 0, 1) : rne_run(d, s, i, n, t, 0, 0);
+#endif
     } else {
         while (i + 2 * VL <= n) {
             const uint64_t idx = a->index0 + i;
@@ -666,8 +673,12 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
             if ((uint64_t)cnt > room) cnt = (size_t)room;
             const size_t end = i + cnt / (2 * VL) * (2 * VL);
             const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
+#ifdef MXP_SIMD_NO_SPECIALISE
+            i = sr_run(d, s, i, end, lo, key, t, a->saturate, nt);
+#else
             if (a->saturate) i = nt ? sr_run(d, s, i, end, lo, key, t, 1, 1) : sr_run(d, s, i, end, lo, key, t, 1, 0);
             else i = nt ? sr_run(d, s, i, end, lo, key, t, 0, 1) : sr_run(d, s, i, end, lo, key, t, 0, 0);
+#endif
         }
     }
 #ifdef MXP_SIMD_NT_STORE32
@@ -766,8 +777,12 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
     }
 #endif
     /* specialised on saturate and streaming, so that the loop carries no flag tests */
+#ifdef MXP_SIMD_NO_SPECIALISE
+    i = widen_run(d, s, i, n, t, bf, sat, nt);
+#else
     if (sat) i = nt ? widen_run(d, s, i, n, t, bf, 1, 1) : widen_run(d, s, i, n, t, bf, 1, 0);
     else i = nt ? widen_run(d, s, i, n, t, bf, 0, 1) : widen_run(d, s, i, n, t, bf, 0, 0);
+#endif
 #ifdef MXP_SIMD_NT_STORE32
     if (nt) MXP_SIMD_NT_FENCE();
 #endif

@@ -25,28 +25,30 @@
 #include <stdint.h>
 #include <string.h>
 
+#define EMU_FN static inline
+
 typedef struct emu_u32x16 { uint32_t v[16]; } emu_u32x16;
 typedef struct emu_u16x32 { uint16_t v[32]; } emu_u16x32;
 
-static inline emu_u32x16 emu_lanes32(simde__m512i x)
+EMU_FN emu_u32x16 emu_lanes32(simde__m512i x)
 {
     emu_u32x16 r;
     memcpy(r.v, &x, sizeof r.v);
     return r;
 }
-static inline simde__m512i emu_vec32(emu_u32x16 r)
+EMU_FN simde__m512i emu_vec32(emu_u32x16 r)
 {
     simde__m512i x;
     memcpy(&x, r.v, sizeof r.v);
     return x;
 }
-static inline emu_u16x32 emu_lanes16(simde__m512i x)
+EMU_FN emu_u16x32 emu_lanes16(simde__m512i x)
 {
     emu_u16x32 r;
     memcpy(r.v, &x, sizeof r.v);
     return r;
 }
-static inline simde__m512i emu_vec16(emu_u16x32 r)
+EMU_FN simde__m512i emu_vec16(emu_u16x32 r)
 {
     simde__m512i x;
     memcpy(&x, r.v, sizeof r.v);
@@ -54,7 +56,7 @@ static inline simde__m512i emu_vec16(emu_u16x32 r)
 }
 
 /* VPCMPUD k, a, b, 6 (not-less-or-equal, unsigned): bit i = a[i] > b[i] */
-static inline simde__mmask16 emu_mm512_cmpgt_epu32_mask(simde__m512i a, simde__m512i b)
+EMU_FN simde__mmask16 emu_mm512_cmpgt_epu32_mask(simde__m512i a, simde__m512i b)
 {
     const emu_u32x16 x = emu_lanes32(a), y = emu_lanes32(b);
     unsigned m = 0;
@@ -64,7 +66,7 @@ static inline simde__mmask16 emu_mm512_cmpgt_epu32_mask(simde__m512i a, simde__m
 
 /* VPMULLD: low 32 bits of each product (SIMDe 0.7.4's portable version multiplies signed ints,
  * which is undefined behaviour on overflow and trips UBSan) */
-static inline simde__m512i emu_mm512_mullo_epi32(simde__m512i a, simde__m512i b)
+EMU_FN simde__m512i emu_mm512_mullo_epi32(simde__m512i a, simde__m512i b)
 {
     emu_u32x16 x = emu_lanes32(a);
     const emu_u32x16 y = emu_lanes32(b);
@@ -73,7 +75,7 @@ static inline simde__m512i emu_mm512_mullo_epi32(simde__m512i a, simde__m512i b)
 }
 
 /* VPCMPEQW k, a, b: bit i = a.word[i] == b.word[i] */
-static inline simde__mmask32 emu_mm512_cmpeq_epi16_mask(simde__m512i a, simde__m512i b)
+EMU_FN simde__mmask32 emu_mm512_cmpeq_epi16_mask(simde__m512i a, simde__m512i b)
 {
     const emu_u16x32 x = emu_lanes16(a), y = emu_lanes16(b);
     uint32_t m = 0;
@@ -82,7 +84,7 @@ static inline simde__mmask32 emu_mm512_cmpeq_epi16_mask(simde__m512i a, simde__m
 }
 
 /* VPSUBW with merge masking: lane i = k[i] ? a[i] - b[i] (mod 2^16) : src[i] */
-static inline simde__m512i emu_mm512_mask_sub_epi16(simde__m512i src, simde__mmask32 k, simde__m512i a,
+EMU_FN simde__m512i emu_mm512_mask_sub_epi16(simde__m512i src, simde__mmask32 k, simde__m512i a,
                                                     simde__m512i b)
 {
     emu_u16x32 r = emu_lanes16(src);
@@ -93,7 +95,7 @@ static inline simde__m512i emu_mm512_mask_sub_epi16(simde__m512i src, simde__mma
 }
 
 /* VPMOVDW: each dword truncated to its low word */
-static inline simde__m256i emu_mm512_cvtepi32_epi16(simde__m512i a)
+EMU_FN simde__m256i emu_mm512_cvtepi32_epi16(simde__m512i a)
 {
     const emu_u32x16 x = emu_lanes32(a);
     uint16_t w[16];
@@ -104,7 +106,7 @@ static inline simde__m256i emu_mm512_cvtepi32_epi16(simde__m512i a)
 }
 
 /* VPMOVZXWD: 16 words zero-extended to dwords */
-static inline simde__m512i emu_mm512_cvtepu16_epi32(simde__m256i a)
+EMU_FN simde__m512i emu_mm512_cvtepu16_epi32(simde__m256i a)
 {
     uint16_t w[16];
     memcpy(w, &a, sizeof w);
@@ -114,7 +116,7 @@ static inline simde__m512i emu_mm512_cvtepu16_epi32(simde__m256i a)
 }
 
 /* VPMOVZXBD: 16 bytes zero-extended to dwords */
-static inline simde__m512i emu_mm512_cvtepu8_epi32(simde__m128i a)
+EMU_FN simde__m512i emu_mm512_cvtepu8_epi32(simde__m128i a)
 {
     uint8_t b[16];
     memcpy(b, &a, sizeof b);
@@ -124,7 +126,7 @@ static inline simde__m512i emu_mm512_cvtepu8_epi32(simde__m128i a)
 }
 
 /* VPMOVDB: each dword truncated to its low byte */
-static inline simde__m128i emu_mm512_cvtepi32_epi8(simde__m512i a)
+EMU_FN simde__m128i emu_mm512_cvtepi32_epi8(simde__m512i a)
 {
     const emu_u32x16 x = emu_lanes32(a);
     uint8_t b[16];
@@ -136,7 +138,7 @@ static inline simde__m128i emu_mm512_cvtepi32_epi8(simde__m512i a)
 
 /* VCVTDQ2PS: signed dword -> float32 under the current MXCSR rounding mode (the cast rounds
  * the same way: C's int -> float conversion uses the dynamic rounding mode). */
-static inline simde__m512 emu_mm512_cvtepi32_ps(simde__m512i a)
+EMU_FN simde__m512 emu_mm512_cvtepi32_ps(simde__m512i a)
 {
     const emu_u32x16 x = emu_lanes32(a);
     float f[16];
@@ -149,14 +151,14 @@ static inline simde__m512 emu_mm512_cvtepi32_ps(simde__m512i a)
 /* VMOVNTDQ m512: a store (the non-temporal hint has no visible effect) that faults unless the
  * address is 64-byte aligned; the emulation aborts there, so a misaligned streaming store fails
  * the test as it would crash on hardware. */
-static inline void emu_mm512_stream_si512(void *p, simde__m512i a)
+EMU_FN void emu_mm512_stream_si512(void *p, simde__m512i a)
 {
     if ((uintptr_t)p % 64 != 0) __builtin_trap();
     memcpy(p, &a, sizeof a);
 }
 
 /* VCVTPS2PH / VCVTPH2PS on 16 lanes = F16C's 8-lane operation twice. */
-static inline simde__m256i emu_mm512_cvtps_ph(simde__m512 a, int rounding)
+EMU_FN simde__m256i emu_mm512_cvtps_ph(simde__m512 a, int rounding)
 {
     __m256 lo, hi;
     memcpy(&lo, &a, 32);
@@ -170,7 +172,7 @@ static inline simde__m256i emu_mm512_cvtps_ph(simde__m512 a, int rounding)
     memcpy((char *)&r + 16, &hh, 16);
     return r;
 }
-static inline simde__m512 emu_mm512_cvtph_ps(simde__m256i a)
+EMU_FN simde__m512 emu_mm512_cvtph_ps(simde__m256i a)
 {
     __m128i hl, hh;
     memcpy(&hl, &a, 16);
@@ -187,7 +189,7 @@ static inline simde__m512 emu_mm512_cvtph_ps(simde__m256i a)
  * signed zero (denormals are zero, MXCSR not consulted); infinity -> its top half; NaN -> its
  * top half with the quiet bit (bit 6 of the result) set; otherwise round to nearest even by
  * adding 0x7FFF + bit 16 and keeping the top half. */
-static inline simde__m256i emu_mm512_cvtneps2bf16(simde__m512 a)
+EMU_FN simde__m256i emu_mm512_cvtneps2bf16(simde__m512 a)
 {
     uint32_t x[16];
     uint16_t r[16];
