@@ -26,19 +26,6 @@
 #include "mixprec.h"
 #include "test_util.h"
 
-/* Whether this program checks an ISA's table: every one, except in the *_emu512 programs
- * (MXP_EMU512, linked against the emulated-AVX-512 test library), which check avx512 only:
- * the other tables are the native ones, checked by the plain program. */
-static bool isa_checked(mxp__isa_id isa)
-{
-#ifdef MXP_EMU512
-    return isa == MXP__ISA_AVX512;
-#else
-    (void)isa;
-    return true;
-#endif
-}
-
 #define MAXN 1000
 #define OFFS 3 /* byte offsets tried: 1, 2, 3 */
 #define GUARD 64
@@ -182,7 +169,7 @@ static void set_csr(unsigned v) { __builtin_ia32_ldmxcsr(v); }
 
 static void run_isa(mxp__isa_id isa)
 {
-    if (!isa_checked(isa)) {
+    if (!tu_isa_checked(isa)) {
         print_message("%s: checked by test_isa (this program checks the emulated avx512 table)\n",
                       mxp__isa_name(isa));
         skip();
@@ -217,16 +204,10 @@ static int tables_to_check(const mxp__kernels *out[MXP__ISA_COUNT + 1], mxp__ker
     int n = 0;
     for (int isa = 1; isa < MXP__ISA_COUNT; isa++) {
         const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
-        if (k && isa_checked((mxp__isa_id)isa)) out[n++] = k;
+        if (k && tu_isa_checked((mxp__isa_id)isa)) out[n++] = k;
     }
 #ifdef MXP_EMU512
-    const mxp__kernels *k = mxp__kernels_for(MXP__ISA_AVX512);
-    if (k) {
-        *scratch = *k;
-        mxp__cvt_register_avx512_bf16(scratch);
-        scratch->name = "avx512+bf16";
-        out[n++] = scratch;
-    }
+    if (tu_avx512_bf16_table(scratch)) out[n++] = scratch;
 #else
     (void)scratch;
 #endif
@@ -377,12 +358,8 @@ static void test_avx512_bf16(void **state)
 {
     (void)state;
 #ifdef MXP_EMU512
-    const mxp__kernels *k = mxp__kernels_for(MXP__ISA_AVX512);
-    assert_non_null(k);
-    mxp__kernels t = *k;
-    mxp__cvt_register_avx512_bf16(&t);
-    assert_ptr_not_equal(t.cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE], k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE]);
-    t.name = "avx512+bf16";
+    mxp__kernels t;
+    assert_true(tu_avx512_bf16_table(&t));
     assert_true(check_table(&t) >= 16);
 #ifdef HAVE_MXCSR
     const unsigned old = get_csr();

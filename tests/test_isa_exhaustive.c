@@ -31,19 +31,6 @@
 #include "mixprec.h"
 #include "test_util.h"
 
-/* Whether this program checks an ISA's table: every one, except in the *_emu512 programs
- * (MXP_EMU512, linked against the emulated-AVX-512 test library), which check avx512 only:
- * the other tables are the native ones, checked by the plain program. */
-static bool isa_checked(mxp__isa_id isa)
-{
-#ifdef MXP_EMU512
-    return isa == MXP__ISA_AVX512;
-#else
-    (void)isa;
-    return true;
-#endif
-}
-
 #define BLOCK ((size_t)1 << 20)
 #define NTHREADS 2
 
@@ -148,7 +135,7 @@ static const int targets[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_
 
 static void run_isa(mxp__isa_id isa)
 {
-    if (!isa_checked(isa)) {
+    if (!tu_isa_checked(isa)) {
         print_message("%s: checked by test_isa_exhaustive (this program checks the emulated avx512 "
                       "table)\n", mxp__isa_name(isa));
         skip();
@@ -187,11 +174,8 @@ static void test_avx512_bf16(void **state)
 {
     (void)state;
 #ifdef MXP_EMU512
-    const mxp__kernels *k = mxp__kernels_for(MXP__ISA_AVX512);
-    assert_non_null(k);
-    mxp__kernels t = *k;
-    mxp__cvt_register_avx512_bf16(&t);
-    t.name = "avx512+bf16";
+    mxp__kernels t;
+    assert_true(tu_avx512_bf16_table(&t));
     sweep_f32(&t, MXP_BFLOAT16, MXP__RNE, false, false);
     sweep_f32(&t, MXP_BFLOAT16, MXP__RNE, true, false);
 #else

@@ -99,4 +99,35 @@ static inline void tu_fill_mix(unsigned char *p, size_t n, uint32_t rate, int re
     }
 }
 
+#ifdef MIXPREC_KERNELS_H /* the ISA tests (kernels.h included first) */
+#include <stdbool.h>
+
+/* Whether a program checks an ISA's table: every one, except in the *_emu512 programs
+ * (MXP_EMU512, linked against the emulated-AVX-512 test library), which check avx512 only:
+ * the other tables are the native ones, checked by the plain program. */
+static inline bool tu_isa_checked(mxp__isa_id isa)
+{
+#ifdef MXP_EMU512
+    return isa == MXP__ISA_AVX512;
+#else
+    (void)isa;
+    return true;
+#endif
+}
+
+#ifdef MXP_EMU512
+/* The avx512 table with its AVX512_BF16 kernel (which dispatch.c registers only on CPUs with
+ * the instruction), built in *t; false when there is no avx512 table. */
+static inline bool tu_avx512_bf16_table(mxp__kernels *t)
+{
+    const mxp__kernels *k = mxp__kernels_for(MXP__ISA_AVX512);
+    if (!k) return false;
+    *t = *k;
+    mxp__cvt_register_avx512_bf16(t);
+    t->name = "avx512+bf16";
+    return t->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE] != k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE];
+}
+#endif
+#endif
+
 #endif /* MIXPREC_TEST_UTIL_H */
