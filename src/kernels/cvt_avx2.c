@@ -306,9 +306,7 @@ PRIM bool hw_e4m3_nan4(const void *p)
 /* Streaming stores when one call reads + writes at least this many bytes: measured here
  * (Zen 3, 32 MB L3) float16 -> float32 streams 2x faster at 2^22 elements (24 MB) and 1.3x
  * slower at 2^21 (12 MB, still cache-resident); see bench/RESULTS.md. */
-#ifndef MXP_SIMD_NT_THRESHOLD
-#define MXP_SIMD_NT_THRESHOLD ((size_t)24 << 20)
-#endif
+#define MXP_SIMD_NT_THRESHOLD mxp__nt_threshold /* MXP__NT_THRESHOLD_DEFAULT, kernels.h */
 #define MXP_SIMD_NT_STORE32(p, x) _mm256_stream_si256((__m256i *)(void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()
 /* Streaming kernels also prefetch their source this many bytes ahead: the hardware prefetcher

@@ -295,9 +295,7 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 }
 
 /* Streaming-store threshold: as cvt_avx2.c (bytes read + written by one call). */
-#ifndef MXP_SIMD_NT_THRESHOLD
-#define MXP_SIMD_NT_THRESHOLD ((size_t)24 << 20)
-#endif
+#define MXP_SIMD_NT_THRESHOLD mxp__nt_threshold /* MXP__NT_THRESHOLD_DEFAULT, kernels.h */
 #define MXP_SIMD_NT_STORE32(p, x) _mm512_stream_si512((void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()
 /* Source prefetch in streaming loops: as cvt_avx2.c (not measured on AVX-512 hardware). */

@@ -43,6 +43,8 @@
 
 #include "kernels.h"
 
+size_t mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT; /* used by the SIMD kernels; kernels.h */
+
 #if defined(__GNUC__) || defined(__clang__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #else

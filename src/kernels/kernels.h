@@ -70,6 +70,13 @@ mxp__isa_id mxp__isa_select(const char *request);
 /* Whether the default choice may take this path (AVX-512: only on request, see dispatch.c). */
 bool mxp__isa_in_default(mxp__isa_id isa);
 
+/* Bytes read + written by one conversion call at or above which the SIMD kernels stream their
+ * output (non-temporal stores) and prefetch their source. MXP__NT_THRESHOLD_DEFAULT unless a
+ * test lowers it (tests/test_isa.c, MXP_TEST_NT_BYTES: the streaming path on small buffers,
+ * for instruction-set emulators); set it only while no conversion runs. */
+#define MXP__NT_THRESHOLD_DEFAULT ((size_t)24 << 20)
+extern size_t mxp__nt_threshold;
+
 /* Register functions, one per (operation family, ISA) file. The scalar ones fill every entry. */
 void mxp__cvt_register_scalar(mxp__kernels *k);
 void mxp__finite_register_scalar(mxp__kernels *k);
