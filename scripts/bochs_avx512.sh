@@ -27,7 +27,7 @@
 # Env:   STRIDE=N  (power of two; 1 = all 2^32 inputs, days of emulation), TIMEOUT=seconds.
 # Needs: Debian packages bochs bochsbios isolinux syslinux-common xorriso cpio busybox-static
 # (installed when missing and running as root) and linux-image-amd64's kernel (fetched with
-# apt-get download, not installed). About 7 minutes on one core (2.5 of them to boot); with the
+# apt-get download, not installed). About 9 minutes on one core (2.5 of them to boot); with the
 # streaming checks at their real 24 MB threshold, 10 minutes more. Bochs's emulated skylake_x needs two kernel workarounds, both on the command line:
 # clearcpuid=xsaves,xsavec (Bochs reports a compacted XSAVE size the kernel's layout disagrees
 # with, and the kernel then turns XSAVE, and with it AVX, off).

@@ -13,7 +13,12 @@ need cmake; need make; need gcc; need pkg-config; need libcmocka-dev; need zlib1
 case "$what" in
   demo) need dataset-fashion-mnist ;;
   ci) need dataset-fashion-mnist; need clang; need gcc-aarch64-linux-gnu; need libc6-dev-arm64-cross
-      need qemu-user ;;
+      need qemu-user
+      # scripts/bochs_avx512.sh: the AVX-512 machine code in an emulator (x86-64 only)
+      if [ "$(uname -m)" = x86_64 ]; then
+        need bochs; need bochsbios; need isolinux; need syslinux-common; need xorriso; need cpio
+        need busybox-static
+      fi ;;
 esac
 [ -z "$pkgs" ] && exit 0
 
