@@ -25,7 +25,8 @@
 #
 # Usage: scripts/bochs_avx512.sh [build-dir]   (default: build; the tests are built there)
 # Env:   STRIDE=N  (power of two; 1 = all 2^32 inputs, days of emulation), TIMEOUT=seconds.
-# Needs: Debian packages bochs bochsbios isolinux syslinux-common xorriso cpio busybox-static
+# Needs: Debian packages bochs bochs-term bochsbios vgabios isolinux syslinux-common xorriso cpio
+# busybox-static
 # (installed when missing and running as root) and linux-image-amd64's kernel (fetched with
 # apt-get download, not installed). About 9 minutes on one core (2.5 of them to boot); with the
 # streaming checks at their real 24 MB threshold, 10 minutes more. Bochs's emulated skylake_x needs two kernel workarounds, both on the command line:
@@ -42,7 +43,11 @@ work=$build/bochs
 tests="test_isa test_isa_exhaustive test_convert"
 
 need=()
-for p in bochs:bochs bochsbios:/usr/share/bochs/BIOS-bochs-latest isolinux:/usr/lib/ISOLINUX/isolinux.bin \
+# bochs-term satisfies bochs's dependency on some GUI package (otherwise apt would pick the
+# much larger bochs-wx); the run itself uses the rfb display library with no client.
+for p in bochs:bochs bochs-term:/usr/lib/x86_64-linux-gnu/bochs/plugins/libbx_term_gui.so \
+    bochsbios:/usr/share/bochs/BIOS-bochs-latest vgabios:/usr/share/vgabios/vgabios.bin \
+    isolinux:/usr/lib/ISOLINUX/isolinux.bin \
     syslinux-common:/usr/lib/syslinux/modules/bios/ldlinux.c32 xorriso:xorriso cpio:cpio \
     busybox-static:/bin/busybox; do
     pkg=${p%%:*} what=${p#*:}

@@ -16,7 +16,8 @@ case "$what" in
       need qemu-user
       # scripts/bochs_avx512.sh: the AVX-512 machine code in an emulator (x86-64 only)
       if [ "$(uname -m)" = x86_64 ]; then
-        need bochs; need bochsbios; need isolinux; need syslinux-common; need xorriso; need cpio
+        need bochs; need bochs-term; need bochsbios; need vgabios; need isolinux; need syslinux-common
+        need xorriso; need cpio
         need busybox-static
       fi ;;
 esac
