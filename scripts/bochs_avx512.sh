@@ -16,7 +16,8 @@
 #                        STRIDE (default 256) in every mode
 #   test_convert         the public API, dispatched to avx512 (threads included)
 # (The avx512 table's finite / unscale kernels are the AVX2 ones, tested natively.)
-# It prints each program's result and exits non-zero if any failed or the guest did not finish.
+# It prints each program's result; exit status 0: all passed, 1: a test failed or the guest did
+# not finish, 2: the emulator could not be set up (missing packages, kernel download failed).
 #
 # Bochs 2.7 erratum: its VCVTPS2PH rounds float16 ties away from zero instead of to even
 # (tests/bochs/f16c_ties.h). tests/bochs/f16c_tie_probe.c detects it inside the guest; only
@@ -74,7 +75,17 @@ if [[ ! -f vmlinuz ]]; then
     kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
     [[ -n $kpkg ]] || { echo "bochs_avx512: cannot find the kernel package" >&2; exit 2; }
     rm -rf kdeb && mkdir kdeb
-    (cd kdeb && apt-get download "$kpkg" >/dev/null 2>&1) || { echo "bochs_avx512: apt-get download $kpkg failed" >&2; exit 2; }
+    if ! (cd kdeb && apt-get download "$kpkg" >/dev/null 2>&1); then
+        # stale package lists name a kernel the mirror no longer has: refresh them once
+        if [[ $(id -u) == 0 ]] && apt-get update >/dev/null 2>&1; then
+            kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+            (cd kdeb && apt-get download "$kpkg" >/dev/null 2>&1) ||
+                { echo "bochs_avx512: apt-get download $kpkg failed" >&2; exit 2; }
+        else
+            echo "bochs_avx512: apt-get download $kpkg failed" >&2
+            exit 2
+        fi
+    fi
     dpkg-deb --fsys-tarfile kdeb/*.deb | tar -x -O --wildcards './boot/vmlinuz-*' > vmlinuz.tmp
     mv vmlinuz.tmp vmlinuz
     rm -rf kdeb
