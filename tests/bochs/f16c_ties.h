@@ -27,14 +27,12 @@
 #include "kernels.h"
 #include "ref_convert.h"
 
+/* Read on every call (only differences get here, so it is rare): tests/test_f16c_ties.c turns
+ * it on and off within one process. */
 static inline bool tie_away_enabled(void)
 {
-    static int on = -1; /* racy first use from two threads writes the same value */
-    if (on < 0) {
-        const char *e = getenv("MXP_TEST_F16C_TIES_AWAY");
-        on = e && *e && strcmp(e, "0") != 0;
-    }
-    return on != 0;
+    const char *e = getenv("MXP_TEST_F16C_TIES_AWAY");
+    return e && *e && strcmp(e, "0") != 0;
 }
 
 static inline bool tie_away_tolerated(int dst, int mode, uint32_t in32, uint64_t want, uint64_t got)
