@@ -62,7 +62,9 @@ if ((${#need[@]})); then
         exit 2
     fi
 fi
-if ! /bin/busybox --list | grep -qx poweroff; then
+# (no `| grep -q` under pipefail: grep leaving early kills the writer with SIGPIPE)
+applets=$'\n'$(/bin/busybox --list 2>/dev/null || true)$'\n'
+if [[ $applets != *$'\n'poweroff$'\n'* ]]; then
     echo "bochs_avx512: /bin/busybox is not the static busybox (install busybox-static)" >&2
     exit 2
 fi
@@ -72,13 +74,13 @@ cd "$work"
 
 # The kernel: Debian's, from the package linux-image-amd64 depends on (downloaded once).
 if [[ ! -f vmlinuz ]]; then
-    kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ && !k {k = $2} END {print k}')
     [[ -n $kpkg ]] || { echo "bochs_avx512: cannot find the kernel package" >&2; exit 2; }
     rm -rf kdeb && mkdir kdeb
     if ! (cd kdeb && apt-get download "$kpkg" >/dev/null 2>&1); then
         # stale package lists name a kernel the mirror no longer has: refresh them once
         if [[ $(id -u) == 0 ]] && apt-get update >/dev/null 2>&1; then
-            kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+            kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ && !k {k = $2} END {print k}')
             (cd kdeb && apt-get download "$kpkg" >/dev/null 2>&1) ||
                 { echo "bochs_avx512: apt-get download $kpkg failed" >&2; exit 2; }
         else
