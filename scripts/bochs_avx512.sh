@@ -17,7 +17,8 @@
 #   test_convert         the public API, dispatched to avx512 (threads included)
 # (The avx512 table's finite / unscale kernels are the AVX2 ones, tested natively.)
 # It prints each program's result; exit status 0: all passed, 1: a test failed or the guest did
-# not finish, 2: the emulator could not be set up (missing packages, kernel download failed).
+# not finish, 2: the emulator could not be set up (missing packages, kernel download failed);
+# CI treats both as failures.
 #
 # Bochs 2.7 erratum: its VCVTPS2PH rounds float16 ties away from zero instead of to even
 # (tests/bochs/f16c_ties.h). tests/bochs/f16c_tie_probe.c detects it inside the guest; only
