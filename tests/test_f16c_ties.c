@@ -70,6 +70,19 @@ static void test_enabled(void **state)
     assert_false(tie_away_tolerated(MXP_BFLOAT16, MXP__RNE, 0x3F808000u, 0x3F80u, 0x3F81u));
     /* the classic one: 1 + 2^-11 */
     assert_true(tie_away_tolerated(MXP_FLOAT16, MXP__RNE, 0x3F801000u, 0x3C00u, 0x3C01u));
+    /* tie_away_first_diff skips the accepted difference (element 1) and stops at the next one
+     * (element 3: not a tie), counting one; without float32 inputs it accepts nothing. */
+    const uint32_t in[4] = {0x3F800000u, 0x3F801000u, 0x40000000u, 0x3F801001u};
+    const uint16_t want[4] = {0x3C00, 0x3C00, 0x4000, 0x3C01}, got[4] = {0x3C00, 0x3C01, 0x4000, 0x3C02};
+    size_t tol = 0;
+    assert_int_equal(tie_away_first_diff((const unsigned char *)want, (const unsigned char *)got,
+                                         (const unsigned char *)in + 0, 4, 2, MXP_FLOAT16, MXP__RNE, &tol), 3);
+    assert_int_equal(tol, 1);
+    assert_int_equal(tie_away_first_diff((const unsigned char *)want, (const unsigned char *)got, NULL, 4, 2,
+                                         MXP_FLOAT16, MXP__RNE, &tol), 1);
+    assert_int_equal(tol, 1);
+    assert_int_equal(tie_away_first_diff((const unsigned char *)want, (const unsigned char *)want, in, 4, 2,
+                                         MXP_FLOAT16, MXP__RNE, &tol), 4);
 }
 
 static void test_disabled(void **state)

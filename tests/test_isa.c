@@ -86,13 +86,7 @@ static void expect_same(const unsigned char *want, const unsigned char *got, con
                         size_t n, int d, int s, int mode, const char *what)
 {
     const size_t ob = mxp_dtype_size((mxp_dtype)d), ib = mxp_dtype_size((mxp_dtype)s);
-    size_t i = tu_first_diff(want, got, n, ob);
-    while (i < n && s == MXP_FLOAT32 &&
-           tie_away_tolerated(d, mode, (uint32_t)tu_elem(in, i, ib), tu_elem(want, i, ob), tu_elem(got, i, ob))) {
-        tolerated++;
-        i++;
-        i += tu_first_diff(want + i * ob, got + i * ob, n - i, ob);
-    }
+    const size_t i = tie_away_first_diff(want, got, s == MXP_FLOAT32 ? in : NULL, n, ob, d, mode, &tolerated);
     if (i < n)
         fail_msg("%s: element %zu of %zu: input 0x%llx, want 0x%llx, got 0x%llx", what, i, n,
                  (unsigned long long)tu_elem(in, i, ib), (unsigned long long)tu_elem(want, i, ob),

@@ -71,12 +71,7 @@ static void *run_job(void *p)
         const mxp__cvt_args a = {j->sat, 0x5EEDull, base};
         ref(want, src, BLOCK, &a);
         fn(got, src, BLOCK, &a);
-        size_t i = tu_first_diff(want, got, BLOCK, ob);
-        while (i < BLOCK && tie_away_tolerated(j->dst, j->mode, src[i], tu_elem(want, i, ob), tu_elem(got, i, ob))) {
-            j->tolerated++;
-            i++;
-            i += tu_first_diff(want + i * ob, got + i * ob, BLOCK - i, ob);
-        }
+        const size_t i = tie_away_first_diff(want, got, src, BLOCK, ob, j->dst, j->mode, &j->tolerated);
         if (i < BLOCK) {
             j->bad = true;
             j->bad_in = src[i];

@@ -26,6 +26,7 @@
 
 #include "kernels.h"
 #include "ref_convert.h"
+#include "test_util.h"
 
 /* Read on every call (only differences get here, so it is rare): tests/test_f16c_ties.c turns
  * it on and off within one process. */
@@ -47,6 +48,24 @@ static inline bool tie_away_tolerated(int dst, int mode, uint32_t in32, uint64_t
     const double w = ref_decode((mxp_dtype)dst, want), g = ref_decode((mxp_dtype)dst, got);
     if (isnan(w) || isnan(g) || isinf(g) || (signbit(x) != 0) != ((want & sign) != 0)) return false;
     return fabs((double)x) == (fabs(w) + fabs(g)) / 2; /* exact: both have <= 11 significant bits */
+}
+
+/* The first of n outputs (`ob` bytes each) where got differs from want in a way
+ * tie_away_tolerated does not accept, or n; the accepted differences are added to *tolerated.
+ * in: the float32 inputs (any alignment), or NULL when the inputs are not float32 (then
+ * nothing is accepted). */
+static inline size_t tie_away_first_diff(const unsigned char *want, const unsigned char *got,
+                                         const void *in, size_t n, size_t ob, int dst, int mode,
+                                         size_t *tolerated)
+{
+    size_t i = tu_first_diff(want, got, n, ob);
+    while (i < n && in &&
+           tie_away_tolerated(dst, mode, (uint32_t)tu_elem(in, i, 4), tu_elem(want, i, ob), tu_elem(got, i, ob))) {
+        ++*tolerated;
+        i++;
+        i += tu_first_diff(want + i * ob, got + i * ob, n - i, ob);
+    }
+    return i;
 }
 
 #endif /* MIXPREC_TEST_F16C_TIES_H */
