@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "internal.h"
 #include "kernels.h"
 #include "mixprec.h"
 #include "test_util.h"
@@ -49,6 +50,43 @@ static const uint32_t specials32[] = {
 };
 #define NSPECIALS (sizeof specials32 / sizeof specials32[0])
 
+/* float64 patterns where rounding is hard, made with integer operations only (the tests run
+ * them under every MXCSR setting, exceptions unmasked included). */
+static const uint64_t specials64[] = {
+    0x0000000000000000ull, 0x8000000000000000ull, 0x7FF0000000000000ull, 0xFFF0000000000000ull,
+    0x7FF8000000000000ull, 0xFFF8000000000001ull, 0x7FF0000000000001ull, 0xFFF0000000000001ull,
+    0x7FF0000020000000ull, 0x7FF000001FFFFFFFull, 0x7FFFFFFFFFFFFFFFull, 0x7FEFFFFFFFFFFFFFull,
+    0xFFEFFFFFFFFFFFFFull, 0x0010000000000000ull, 0x000FFFFFFFFFFFFFull, 0x0000000000000001ull,
+    0x8000000000000001ull, 0x47EFFFFFF0000000ull, 0x47EFFFFFEFFFFFFFull, 0x47EFFFFFF0000001ull,
+    0xC7EFFFFFF0000000ull, 0x47F0000000000000ull, 0x3690000000000000ull, 0x368FFFFFFFFFFFFFull,
+    0x3690000000000001ull, 0x36A0000000000000ull, 0x36A8000000000000ull, 0x3680000000000000ull,
+    0x380FFFFFE0000000ull, 0x380FFFFFF0000000ull, 0x380FFFFFEFFFFFFFull, 0x3810000000000000ull,
+};
+#define NSPECIALS64 (sizeof specials64 / sizeof specials64[0])
+
+/* One float64 pattern: a float32 special or random value widened exactly and moved by 0-2 ulps
+ * (the ties of the narrow formats are float32 values, so float64 -> narrow meets ties and
+ * near-ties), a float32 midpoint (the ties of float64 -> float32) and its neighbours, random
+ * values in and around float32's range, any pattern, or a float64 special. */
+static uint32_t fill32_one(void);
+static uint64_t fill64(void)
+{
+    const uint32_t k = rnd32() % 8;
+    if (k < 5) {
+        const uint32_t v = fill32_one();
+        uint64_t w;
+        const mxp__cvt_args a = {false, 0, 0};
+        mxp__scalar_kernels()->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__RNE](&w, &v, 1, &a);
+        const uint64_t a64 = w & 0x7FFFFFFFFFFFFFFFull;
+        if (a64 >= 0x7FF0000000000000ull) return w; /* inf / NaN: as they are */
+        if (k >= 3) w += 1ull << 28; /* half a float32 ulp above (for normal float32 values) */
+        return w + (uint64_t)((int64_t)(rnd32() % 5) - 2);
+    }
+    if (k == 5) return (tu_rand64(&rng_state) & 0x800FFFFFFFFFFFFFull) | ((uint64_t)(1023 - 160 + rnd32() % 300) << 52);
+    if (k == 6) return tu_rand64(&rng_state);
+    return specials64[rnd32() % NSPECIALS64];
+}
+
 /* Fill n elements of `bytes` each: about 1 in 3 a special, the rest random bit patterns
  * (float32: random sign/exponent near the interesting range, random mantissa). */
 static void fill(unsigned char *p, size_t n, size_t bytes)
@@ -56,18 +94,24 @@ static void fill(unsigned char *p, size_t n, size_t bytes)
     for (size_t i = 0; i < n; i++) {
         uint32_t v = rnd32();
         if (bytes == 4) {
-            const uint32_t k = rnd32() % 6;
-            if (k < 2) v = specials32[rnd32() % NSPECIALS];
-            else if (k < 5) v = (v & 0x807FFFFFu) | ((uint32_t)(90 + rnd32() % 70) << 23);
-            /* else: any pattern */
+            v = fill32_one();
             memcpy(p + 4 * i, &v, 4);
         } else if (bytes == 8) {
-            const double d = (double)(int32_t)v * 0x1p-20;
-            memcpy(p + 8 * i, &d, 8);
+            const uint64_t u = fill64();
+            memcpy(p + 8 * i, &u, 8);
         } else {
             memcpy(p + bytes * i, &v, bytes);
         }
     }
+}
+
+/* One float32 pattern: a special (1 in 3), random near the narrow formats' range, or any. */
+static uint32_t fill32_one(void)
+{
+    const uint32_t v = rnd32(), k = rnd32() % 6;
+    if (k < 2) return specials32[rnd32() % NSPECIALS];
+    if (k < 5) return (v & 0x807FFFFFu) | ((uint32_t)(90 + rnd32() % 70) << 23);
+    return v;
 }
 
 static void fill_mix(unsigned char *p, size_t n, uint32_t rate, bool relu)
@@ -237,7 +281,8 @@ static int mixed_pass(unsigned char *src, unsigned char *want, unsigned char *go
         const mxp__kernels *k = tabs[ti];
         for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
             for (int mode = 0; mode < MXP__NMODES; mode++) {
-                if (k->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
+                /* float32 -> narrow only (float64 output: test_f64) */
+                if (d == MXP_FLOAT64 || k->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
                 for (size_t ri = 0; ri < 2 * nrates; ri++)
                     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
                         const size_t n = sizes[si];
@@ -459,6 +504,159 @@ static void test_dispatch(void **state)
     print_message("mxp_isa() = %s\n", mxp_isa());
 }
 
+/* Every narrow source pattern (all 2^16 float16 / bfloat16, all 2^8 float8) through every
+ * accelerated entry from it, both modes and both overflow modes, index0 also straddling 2^32:
+ * the composed narrow -> narrow / float64 entries (cvt_compose.c) and the widenings. */
+static void test_narrow_sources(void **state)
+{
+    (void)state;
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    enum { N = 65536 };
+    unsigned char *src = malloc(2 * N + 1), *want = malloc(8 * N), *got = malloc(8 * N + 3);
+    assert_non_null(src);
+    assert_non_null(want);
+    assert_non_null(got);
+    const mxp__kernels *tabs[MXP__ISA_COUNT + 1];
+    mxp__kernels scratch;
+    const int ntabs = tables_to_check(tabs, &scratch);
+    int checked = 0;
+    static const int narrow[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
+    for (int ti = 0; ti < ntabs; ti++)
+        for (size_t si = 0; si < 4; si++) {
+            const int s = narrow[si];
+            const size_t ib = dsize(s), n = ib == 2 ? N : 256;
+            for (size_t i = 0; i < n; i++) {
+                const uint16_t v = (uint16_t)i;
+                memcpy(src + 1 + ib * i, &v, ib); /* little-endian: the low byte for float8 */
+            }
+            for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
+                for (int mode = 0; mode < MXP__NMODES; mode++) {
+                    if (tabs[ti]->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
+                    for (int v = 0; v < 4; v++) {
+                        const mxp__cvt_args a = {v & 1, 0x5EED + (uint64_t)v, v < 2 ? 3 : 0xFFFFFFFFull - 999};
+                        char what[128];
+                        snprintf(what, sizeof what, "%s %s -> %s %s sat=%d all %zu inputs", tabs[ti]->name,
+                                 dt_name(s), dt_name(d), mode ? "SR" : "RNE", v & 1, n);
+                        run_compare(tabs[ti], d, s, mode, &a, src + 1, n, want, got + 3, what);
+                        checked++;
+                    }
+                }
+        }
+    free(src);
+    free(want);
+    free(got);
+    skip_if_none(checked);
+}
+
+/* Every accelerated entry from or to float64 on hard float64 / float32 data (fill64: ties and
+ * near-ties of every format, overflow and underflow boundaries, NaN payloads) under five MXCSR
+ * settings: default, FTZ + DAZ, round up, round down, toward zero (the float64 kernels use
+ * MXCSR-dependent instructions; they must set their own mode and give the caller's rounding
+ * mode, masks, FTZ and DAZ back, which is checked too; flags are mxp_convert's business, see
+ * test_fenv). */
+static void test_f64(void **state)
+{
+    (void)state;
+    enum { N = 20011 };
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    unsigned char *src = malloc(8 * N + 5), *want = malloc(8 * N), *got = malloc(8 * N + 7);
+    assert_non_null(src);
+    assert_non_null(want);
+    assert_non_null(got);
+    const mxp__kernels *tabs[MXP__ISA_COUNT + 1];
+    mxp__kernels scratch;
+    const int ntabs = tables_to_check(tabs, &scratch);
+    int checked = 0;
+#ifdef HAVE_MXCSR
+    static const unsigned csrs[] = {0x1F80u, 0x9FC0u, 0x5F80u, 0x3F80u, 0x7F80u};
+    const unsigned old_csr = get_csr();
+#else
+    static const unsigned csrs[] = {0};
+#endif
+    for (int ti = 0; ti < ntabs; ti++)
+        for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
+            for (int s = 0; s < MXP_FLOAT_DTYPE_COUNT; s++)
+                for (int mode = 0; mode < MXP__NMODES; mode++) {
+                    if (s != MXP_FLOAT64 && d != MXP_FLOAT64) continue;
+                    if (tabs[ti]->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
+                    for (size_t ci = 0; ci < sizeof csrs / sizeof csrs[0]; ci++) {
+                        const size_t so = 1 + ci % 5, dof = ci % 7, n = N - ci * 1000;
+                        fill(src + so, n, dsize(s));
+                        const mxp__cvt_args a = {ci & 1, 99, 0x12345};
+                        char what[128];
+                        snprintf(what, sizeof what, "%s %s -> %s %s sat=%d mxcsr=0x%04x", tabs[ti]->name,
+                                 dt_name(s), dt_name(d), mode ? "SR" : "RNE", (int)(ci & 1), csrs[ci]);
+                        ref->cvt[d][s][mode](want, src + so, n, &a);
+#ifdef HAVE_MXCSR
+                        set_csr(csrs[ci]);
+#endif
+                        tabs[ti]->cvt[d][s][mode](got + dof, src + so, n, &a);
+#ifdef HAVE_MXCSR
+                        const unsigned after = get_csr();
+                        set_csr(old_csr);
+                        if ((after & ~0x3Fu) != csrs[ci]) fail_msg("%s: MXCSR 0x%04x after the call", what, after);
+#endif
+                        expect_same(want, got + dof, src + so, n, d, s, mode, what);
+                        checked++;
+                    }
+                }
+    free(src);
+    free(want);
+    free(got);
+    skip_if_none(checked);
+}
+
+/* mxp_convert_ex for every floating pair, both modes, on hard data, with every floating-point
+ * exception unmasked and no flag set (also over two threads, which inherit nothing: each chunk
+ * sets its own state): no trap, the reference's bits, and MXCSR exactly as before the call. */
+static void test_fenv(void **state)
+{
+    (void)state;
+#ifdef HAVE_MXCSR
+    enum { N = 3001 };
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    unsigned char *src = malloc(8 * N), *want = malloc(8 * N), *got = malloc(8 * N);
+    assert_non_null(src);
+    assert_non_null(want);
+    assert_non_null(got);
+    const size_t saved_min = mxp__convert_min_per_thread;
+    const unsigned old_csr = get_csr();
+    int checked = 0;
+    for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
+        for (int s = 0; s < MXP_FLOAT_DTYPE_COUNT; s++)
+            for (int mode = 0; mode < MXP__NMODES; mode++)
+                for (int v = 0; v < 4; v++) {
+                    fill(src, N, dsize(s));
+                    const mxp_convert_opts o = {mode ? MXP_ROUND_STOCHASTIC : MXP_ROUND_NEAREST_EVEN, v & 1,
+                                                77, v < 2 ? 1 : 2};
+                    const mxp__cvt_args a = {v & 1, 77, 0};
+                    ref->cvt[d][s][mode](want, src, N, &a);
+                    mxp__convert_min_per_thread = 512;
+                    static const unsigned csrs[] = {0x0000u, 0x6000u};
+                    const unsigned csr = csrs[v & 1];
+                    set_csr(csr);
+                    const mxp_status st = mxp_convert_ex(got, (mxp_dtype)d, src, (mxp_dtype)s, N, &o);
+                    const unsigned after = get_csr();
+                    set_csr(old_csr);
+                    mxp__convert_min_per_thread = saved_min;
+                    char what[128];
+                    snprintf(what, sizeof what, "mxp_convert_ex %s -> %s %s sat=%d threads=%d, MXCSR 0x%04x",
+                             dt_name(s), dt_name(d), mode ? "SR" : "RNE", v & 1, o.threads, csr);
+                    if (st != MXP_OK) fail_msg("%s: status %d", what, (int)st);
+                    if (after != csr) fail_msg("%s: MXCSR 0x%04x after the call", what, after);
+                    expect_same(want, got, src, N, d, s, mode, what);
+                    checked++;
+                }
+    assert_int_equal(checked, MXP_FLOAT_DTYPE_COUNT * MXP_FLOAT_DTYPE_COUNT * MXP__NMODES * 4);
+    free(src);
+    free(want);
+    free(got);
+#else
+    print_message("no MXCSR on this target: skipped\n");
+    skip();
+#endif
+}
+
 int main(int argc, char **argv)
 {
     self_path = argv[0];
@@ -470,6 +668,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_avx512_bf16),
         cmocka_unit_test(test_neon),
         cmocka_unit_test(test_mixed_data),
+        cmocka_unit_test(test_narrow_sources),
+        cmocka_unit_test(test_f64),
+        cmocka_unit_test(test_fenv),
         cmocka_unit_test(test_streaming),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

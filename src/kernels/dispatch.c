@@ -113,20 +113,25 @@ static void build(mxp__isa_id isa)
 #if defined(__x86_64__)
     case MXP__ISA_AVX2:
         mxp__cvt_register_avx2(k);
+        mxp__cvt_register_f64_avx2(k);
         mxp__finite_register_avx2(k);
+        mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx2);
         break;
     case MXP__ISA_AVX512:
         mxp__cvt_register_avx512(k);
 #if defined(MXP_X86_CPUID) && !defined(MXP_AVX512_EMULATED)
         if (x86_detect().bf16) mxp__cvt_register_avx512_bf16(k);
 #endif
+        mxp__cvt_register_f64_avx2(k);
         mxp__finite_register_avx512(k);
+        mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx2);
         break;
 #endif
 #if defined(__aarch64__)
     case MXP__ISA_NEON:
         mxp__cvt_register_neon(k);
         mxp__finite_register_neon(k);
+        mxp__cvt_register_compose(k, NULL);
         break;
 #endif
     default: break;

@@ -80,7 +80,17 @@ extern size_t mxp__nt_threshold;
 /* Register functions, one per (operation family, ISA) file. The scalar ones fill every entry. */
 void mxp__cvt_register_scalar(mxp__kernels *k);
 void mxp__finite_register_scalar(mxp__kernels *k);
+/* float64 -> float32 rounded to odd (toward zero, lowest bit set when inexact), n elements,
+ * src any alignment; see cvt_f64_avx2.c. */
+typedef void (*mxp__f64_odd_fn)(uint32_t *dst, const void *src, size_t n);
+/* cvt_compose.c: the pairs between float64 / float16 / bfloat16 / float8 that k's ISA files left
+ * scalar, composed from k's float32 kernels through a float32 block (exact); float64 sources
+ * only when odd is not NULL. Call last, on a SIMD table (a scalar one is left unchanged). */
+void mxp__cvt_register_compose(mxp__kernels *k, mxp__f64_odd_fn odd);
 #if defined(__x86_64__) || defined(_M_X64)
+/* cvt_f64_avx2.c (AVX): float64 <-> float32, and the round-to-odd step for cvt_compose.c */
+void mxp__cvt_register_f64_avx2(mxp__kernels *k);
+void mxp__f64_to_f32_odd_avx2(uint32_t *dst, const void *src, size_t n);
 void mxp__cvt_register_avx2(mxp__kernels *k);
 void mxp__finite_register_avx2(mxp__kernels *k);
 void mxp__cvt_register_avx512(mxp__kernels *k);

@@ -1,0 +1,93 @@
+/*
+ * cvt_compose.c - the conversion pairs no ISA file accelerates directly, composed from a SIMD
+ * table's own float32 kernels through a float32 buffer that stays in L1.
+ *
+ * The ISA files accelerate float32 <-> float16 / bfloat16 / float8 (and on x86 float64 <->
+ * float32). Every other pair used to run the scalar reference at 2-8 ns per element, twenty to
+ * eighty times slower than its float32 neighbours. Each is now two kernel calls per block of
+ * BLOCK elements, and the composition is exact, i.e. bit-identical to the reference:
+ *  - narrow -> narrow (e.g. float16 -> bfloat16, e4m3fn -> float16) and narrow -> float64:
+ *    widening to float32 is exact (every narrow value, NaN payload included, is a float32), so
+ *    the second step rounds the same value the reference rounds, once. Stochastic rounding too:
+ *    its decision depends only on the value and on r = mxp__sr_bits(seed, index) (kernels.h),
+ *    and the block passes each element's own index. The first step never saturates (a +-inf
+ *    input must reach the second step as infinity, to become that format's max).
+ *  - float64 -> narrow (nearest-even; stochastic rounding stays scalar): the ISA supplies a
+ *    float64 -> float32 round-to-odd step (cvt_f64_avx2.c explains why that and then one
+ *    nearest-even rounding equals the single rounding of the reference). An ISA without one
+ *    (NEON) keeps the scalar entries for float64 sources.
+ * Threads: mxp_convert_ex splits calls as for any entry; BLOCK bounds the stack use (8 KB).
+ */
+#include <stdint.h>
+
+#include "kernels.h"
+
+enum { BLOCK = 2048 };
+
+static const mxp__kernels *tabs[MXP__ISA_COUNT];
+static mxp__f64_odd_fn odd_fns[MXP__ISA_COUNT];
+
+static const size_t dt_bytes[MXP_FLOAT_DTYPE_COUNT] = {8, 4, 2, 2, 1, 1};
+
+static void via_f32(int isa, int d, int s, int mode, void *dst, const void *src, size_t n,
+                    const mxp__cvt_args *a)
+{
+    const mxp__kernels *k = tabs[isa];
+    const unsigned char *sp = (const unsigned char *)src;
+    unsigned char *dp = (unsigned char *)dst;
+    const size_t ib = dt_bytes[s], ob = dt_bytes[d];
+    const mxp__cvt_args exact = {false, a->seed, a->index0};
+    uint32_t tmp[BLOCK];
+    for (size_t i = 0; i < n; i += BLOCK) {
+        const size_t m = n - i < BLOCK ? n - i : BLOCK;
+        if (s == MXP_FLOAT64) odd_fns[isa](tmp, sp + ib * i, m);
+        else k->cvt[MXP_FLOAT32][s][MXP__RNE](tmp, sp + ib * i, m, &exact);
+        mxp__cvt_args ai = *a;
+        ai.index0 = a->index0 + i;
+        k->cvt[d][MXP_FLOAT32][mode](dp + ob * i, tmp, m, &ai);
+    }
+}
+
+/* One wrapper per (ISA, dst, src, mode): a kernel entry carries no dtypes, so they are baked in.
+ * ISA ids 1-3 (avx2, avx512, neon); the pairs that are not composed are never registered. */
+#define CW(I, D, S, M)                                                                        \
+    static void cw_##I##_##D##_##S##_##M(void *dst, const void *src, size_t n, const mxp__cvt_args *a) \
+    {                                                                                         \
+        via_f32(I, D, S, M, dst, src, n, a);                                                  \
+    }
+#define CW_S(I, D, S) CW(I, D, S, 0) CW(I, D, S, 1)
+#define CW_D(I, D) CW_S(I, D, 0) CW_S(I, D, 1) CW_S(I, D, 2) CW_S(I, D, 3) CW_S(I, D, 4) CW_S(I, D, 5)
+#define CW_I(I) CW_D(I, 0) CW_D(I, 1) CW_D(I, 2) CW_D(I, 3) CW_D(I, 4) CW_D(I, 5)
+CW_I(1)
+CW_I(2)
+CW_I(3)
+
+#define CT_S(I, D, S) {cw_##I##_##D##_##S##_0, cw_##I##_##D##_##S##_1}
+#define CT_D(I, D) {CT_S(I, D, 0), CT_S(I, D, 1), CT_S(I, D, 2), CT_S(I, D, 3), CT_S(I, D, 4), CT_S(I, D, 5)}
+#define CT_I(I) {CT_D(I, 0), CT_D(I, 1), CT_D(I, 2), CT_D(I, 3), CT_D(I, 4), CT_D(I, 5)}
+static const mxp__cvt_fn wrappers[3][MXP_FLOAT_DTYPE_COUNT][MXP_FLOAT_DTYPE_COUNT][MXP__NMODES] = {
+    CT_I(1), CT_I(2), CT_I(3)};
+
+_Static_assert(MXP__ISA_AVX2 == 1 && MXP__ISA_AVX512 == 2 && MXP__ISA_NEON == 3, "ISA ids of the wrappers");
+_Static_assert(MXP_FLOAT64 == 0 && MXP_FLOAT32 == 1 && MXP_FLOAT16 == 2 && MXP_BFLOAT16 == 3 &&
+                   MXP_FLOAT8_E4M3FN == 4 && MXP_FLOAT8_E5M2 == 5,
+               "dtype ids of dt_bytes and the wrappers");
+
+void mxp__cvt_register_compose(mxp__kernels *k, mxp__f64_odd_fn odd)
+{
+    const int isa = (int)k->isa;
+    if (isa < 1 || isa > 3) return;
+    tabs[isa] = k;
+    odd_fns[isa] = odd;
+    for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++) {
+        for (int s = 0; s < MXP_FLOAT_DTYPE_COUNT; s++) {
+            if (d == s || d == MXP_FLOAT32 || s == MXP_FLOAT32) continue;
+            if (s == MXP_FLOAT64) {
+                if (odd) k->cvt[d][s][MXP__RNE] = wrappers[isa - 1][d][s][MXP__RNE];
+                continue;
+            }
+            k->cvt[d][s][MXP__RNE] = wrappers[isa - 1][d][s][MXP__RNE];
+            k->cvt[d][s][MXP__SR] = wrappers[isa - 1][d][s][MXP__SR];
+        }
+    }
+}

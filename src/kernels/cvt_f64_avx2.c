@@ -1,0 +1,171 @@
+/*
+ * cvt_f64_avx2.c - float64 <-> float32 with AVX (VCVTPD2PS / VCVTPS2PD), for the avx2 and
+ * avx512 tables, and the float64 -> float32 round-to-odd step that cvt_compose.c puts in front
+ * of the float32 -> narrow kernels.
+ *
+ * Unlike F16C, these instructions take their rounding and their subnormal handling from MXCSR
+ * (RC, FTZ, DAZ), which belongs to the caller. So every kernel here sets MXCSR to what it needs
+ * for the length of the call and puts the caller's value back before it returns:
+ *   all exceptions masked (a caller that unmasked one must not get SIGFPE from us), FTZ and DAZ
+ *   off, RC nearest-even (cvt_f32_f64) or toward zero (round-to-odd).
+ * Restoring the whole register also drops the exception flags the conversion raised, so a call
+ * leaves the floating-point environment exactly as it found it, like the integer-only scalar
+ * reference (cvt_scalar.c), whose results these equal bit for bit:
+ *  - float64 -> float32 nearest-even with FTZ/DAZ off is IEEE 754's correctly rounded
+ *    conversion, subnormal results included; overflow gives +-inf (exactly the reference's
+ *    "max finite + 1" rule: a magnitude from half an ulp above FLT_MAX up rounds to infinity);
+ *    a NaN keeps its sign and the top 23 bits of its payload with the quiet bit set (x86's
+ *    rule, and the reference's). saturate: every +-inf result (overflow or an infinite input)
+ *    becomes +-FLT_MAX.
+ *  - float32 -> float64 with DAZ off is exact (subnormals normalised); NaN quieted, payload
+ *    zero-filled below. saturate: +-inf -> +-DBL_MAX.
+ *  - Round to odd (mxp__f64_to_f32_odd_avx2): truncate toward zero, then set the lowest bit
+ *    of every inexact result. A value rounded to odd with p >= q + 2 bits and then rounded to
+ *    nearest-even with q bits gets the correctly rounded q-bit result (the odd bit stands for
+ *    "something below", so ties and near-ties cannot be confused). float32 has 24 bits and the
+ *    narrow formats at most 11 (also in their subnormal ranges, which sit far above float32's
+ *    own subnormal step 2^-149), so float64 -> narrow = round-to-odd -> float32 -> narrow
+ *    nearest-even, and float32 never overflows on the way (toward zero stops at FLT_MAX, which
+ *    is odd and overflows every narrow format as the float64 would).
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#define CSR_MASK_ALL 0x1F80u /* exception masks, bits 7-12 */
+#define CSR_RC_ZERO 0x6000u  /* bits 13-14 = 11: toward zero; 00: nearest-even */
+
+static inline __attribute__((always_inline)) __m256i pd_mask_to_ps(__m256d m0, __m256d m1)
+{
+    /* two 4-lane qword masks -> one 8-lane dword mask, in element order:
+     * shuffle_ps picks dwords 0 and 2 of each lane: [m0 e0 e1, m1 e4 e5 | m0 e2 e3, m1 e6 e7] */
+    const __m256 s = _mm256_shuffle_ps(_mm256_castpd_ps(m0), _mm256_castpd_ps(m1), 0x88);
+    return _mm256_permute4x64_epi64(_mm256_castps_si256(s), 0xD8);
+}
+
+/* float64 -> float32 nearest-even (the RNE entry; stochastic rounding stays scalar). */
+static void cvt_f32_f64(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned old = _mm_getcsr();
+    _mm_setcsr(CSR_MASK_ALL);
+    size_t i = 0;
+    if (a->saturate) {
+        const __m256i absm = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+        for (; i + 8 <= n; i += 8) {
+            const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i)));
+            const __m128 hi = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i + 32)));
+            const __m256i y = _mm256_castps_si256(_mm256_set_m128(hi, lo));
+            /* +-inf (0x7F800000 | sign) minus 1 is +-FLT_MAX */
+            const __m256i isinf = _mm256_cmpeq_epi32(_mm256_and_si256(y, absm), inf);
+            _mm256_storeu_si256((__m256i *)(void *)(d + 4 * i), _mm256_add_epi32(y, isinf));
+        }
+    } else {
+        for (; i + 8 <= n; i += 8) {
+            const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i)));
+            const __m128 hi = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i + 32)));
+            _mm256_storeu_ps((float *)(void *)(d + 4 * i), _mm256_set_m128(hi, lo));
+        }
+    }
+    _mm_setcsr(old);
+    mxp__scalar_kernels()->cvt[MXP_FLOAT32][MXP_FLOAT64][MXP__RNE](d + 4 * i, s + 8 * i, n - i, a);
+}
+
+/* float32 -> float64, exact (the RNE and SR entries). */
+static void cvt_f64_f32(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned old = _mm_getcsr();
+    _mm_setcsr(CSR_MASK_ALL);
+    size_t i = 0;
+    if (a->saturate) {
+        const __m256i absm = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll), inf = _mm256_set1_epi64x(0x7FF0000000000000ll);
+        for (; i + 8 <= n; i += 8) {
+            const __m128 x0 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i));
+            const __m128 x1 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i + 16));
+            const __m256i y0 = _mm256_castpd_si256(_mm256_cvtps_pd(x0)), y1 = _mm256_castpd_si256(_mm256_cvtps_pd(x1));
+            const __m256i i0 = _mm256_cmpeq_epi64(_mm256_and_si256(y0, absm), inf);
+            const __m256i i1 = _mm256_cmpeq_epi64(_mm256_and_si256(y1, absm), inf);
+            _mm256_storeu_si256((__m256i *)(void *)(d + 8 * i), _mm256_add_epi64(y0, i0));
+            _mm256_storeu_si256((__m256i *)(void *)(d + 8 * i + 32), _mm256_add_epi64(y1, i1));
+        }
+    } else {
+        for (; i + 8 <= n; i += 8) {
+            const __m128 x0 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i));
+            const __m128 x1 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i + 16));
+            _mm256_storeu_pd((double *)(void *)(d + 8 * i), _mm256_cvtps_pd(x0));
+            _mm256_storeu_pd((double *)(void *)(d + 8 * i + 32), _mm256_cvtps_pd(x1));
+        }
+    }
+    _mm_setcsr(old);
+    mxp__scalar_kernels()->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__RNE](d + 8 * i, s + 4 * i, n - i, a);
+}
+
+/* Round to odd, element by element (the tail): the scalar reference's float64 -> float32
+ * toward zero would need its own mode, so this is done on the bits. */
+static uint32_t f64_to_f32_odd_one(uint64_t u)
+{
+    const uint32_t sign = (uint32_t)(u >> 63) << 31;
+    const uint64_t a = u & 0x7FFFFFFFFFFFFFFFull;
+    if (a > 0x7FF0000000000000ull) /* NaN: quiet, top 22 payload bits below the quiet bit */
+        return sign | 0x7FC00000u | (uint32_t)((a >> 29) & 0x3FFFFFu);
+    if (a == 0x7FF0000000000000ull) return sign | 0x7F800000u;
+    if (a == 0) return sign;
+    int e = (int)(a >> 52);
+    uint64_t m = a & 0xFFFFFFFFFFFFFull;
+    if (e == 0) e = 1; /* float64 subnormal: far below float32's range */
+    else m |= 1ull << 52;
+    /* value = m * 2^(e - 1075); float32 pattern = te << 23 | f, te = e - 1023 + 127 */
+    const int te = e - 896;
+    if (te >= 255) return sign | 0x7F7FFFFFu; /* toward zero stops at FLT_MAX, which is odd */
+    int shift = 29 + (te <= 0 ? 1 - te : 0);  /* bits of m dropped */
+    uint32_t bits;
+    uint64_t rest;
+    if (shift >= 64) {
+        bits = 0;
+        rest = m;
+    } else {
+        bits = (uint32_t)(m >> shift);
+        rest = m & ((1ull << shift) - 1u);
+        if (te > 0) bits += (uint32_t)(te - 1) << 23; /* implicit bit of m adds the last 1 */
+    }
+    return sign | bits | (rest != 0);
+}
+
+void mxp__f64_to_f32_odd_avx2(uint32_t *dst, const void *src, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    const unsigned old = _mm_getcsr();
+    _mm_setcsr(CSR_MASK_ALL | CSR_RC_ZERO);
+    const __m256i one = _mm256_set1_epi32(1);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256d x0 = _mm256_loadu_pd((const double *)(const void *)(s + 8 * i));
+        const __m256d x1 = _mm256_loadu_pd((const double *)(const void *)(s + 8 * i + 32));
+        const __m128 y0 = _mm256_cvtpd_ps(x0), y1 = _mm256_cvtpd_ps(x1);
+        /* inexact: the float32 read back differs (ordered compare: NaN lanes stay as they are) */
+        const __m256d ne0 = _mm256_cmp_pd(_mm256_cvtps_pd(y0), x0, _CMP_NEQ_OQ);
+        const __m256d ne1 = _mm256_cmp_pd(_mm256_cvtps_pd(y1), x1, _CMP_NEQ_OQ);
+        const __m256i y = _mm256_castps_si256(_mm256_set_m128(y1, y0));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i),
+                            _mm256_or_si256(y, _mm256_and_si256(pd_mask_to_ps(ne0, ne1), one)));
+    }
+    _mm_setcsr(old);
+    for (; i < n; i++) {
+        uint64_t u;
+        memcpy(&u, s + 8 * i, 8);
+        dst[i] = f64_to_f32_odd_one(u);
+    }
+}
+
+void mxp__cvt_register_f64_avx2(mxp__kernels *k)
+{
+    /* float64 -> float32 stochastic rounding keeps the scalar entry */
+    k->cvt[MXP_FLOAT32][MXP_FLOAT64][MXP__RNE] = cvt_f32_f64;
+    k->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__RNE] = cvt_f64_f32;
+    k->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__SR] = cvt_f64_f32;
+}
