@@ -2,7 +2,8 @@
  * bench_convert.c - conversion throughput per ISA path, thread count and size, against memcpy.
  *
  * For each conversion (float32 <-> float16 / bfloat16 / float8, nearest-even and saturating,
- * and stochastic rounding to every narrow format), each ISA table this CPU has (scalar, avx2, avx512, neon),
+ * stochastic rounding to every narrow format, and a few of the other pairs: float64 <-> float32,
+ * float64 -> bfloat16, float16 -> bfloat16, bfloat16 -> e4m3fn), each ISA table this CPU has (scalar, avx2, avx512, neon),
  * 1 and 2 threads, and n in {2^12, 2^16, 2^20, 2^24, 2^26}: the median ns per element, the GB/s
  * of bytes moved (read + written) and the ratio to the memcpy-equivalent baseline of
  * bench_util.h (memcpy of (bytes_in + bytes_out) / 2, measured in the same run; ratio > 1 means
@@ -59,6 +60,13 @@ static const conv convs[] = {
     {"f32->f16 SR", MXP_FLOAT16, MXP_FLOAT32, MXP__SR, false},
     {"f32->e4m3fn SR", MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__SR, false},
     {"f32->e5m2 SR", MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__SR, false},
+    /* the other pairs (float64 by AVX; narrow <-> narrow and float64 -> narrow composed from
+     * the float32 kernels, src/kernels/cvt_compose.c) */
+    {"f64->f32", MXP_FLOAT32, MXP_FLOAT64, MXP__RNE, false},
+    {"f32->f64", MXP_FLOAT64, MXP_FLOAT32, MXP__RNE, false},
+    {"f64->bf16", MXP_BFLOAT16, MXP_FLOAT64, MXP__RNE, false},
+    {"f16->bf16", MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, false},
+    {"bf16->e4m3fn", MXP_FLOAT8_E4M3FN, MXP_BFLOAT16, MXP__RNE, false},
 };
 #define NCONVS (sizeof convs / sizeof convs[0])
 
@@ -123,7 +131,7 @@ static void fill_src(unsigned char *src, int dt, size_t n)
 {
     uint64_t s = 88172645463325252ull;
     float *f = malloc(4096 * sizeof *f);
-    unsigned char *tmp = malloc(4096 * 4);
+    unsigned char *tmp = malloc(4096 * 8);
     if (!f || !tmp) {
         free(f);
         free(tmp);
@@ -290,12 +298,12 @@ int main(int argc, char **argv)
     const int nsizes = scan ? 10 : quick ? 2 : 5;
     const size_t maxn = (size_t)1 << sizes[nsizes - 1];
 
-    unsigned char *src = malloc(maxn * 4), *dst = malloc(maxn * 4);
+    unsigned char *src = malloc(maxn * 8), *dst = malloc(maxn * 8);
     if (!src || !dst) {
         fprintf(stderr, "out of memory\n");
         return 1;
     }
-    memset(dst, 0, maxn * 4);
+    memset(dst, 0, maxn * 8);
     if (csv) printf("conversion,isa,threads,n,ns_per_elem,gbps,memcpy_gbps,ratio_to_memcpy\n");
     else {
         printf("mixprec conversions; active path %s; GB/s = bytes read + written per second;\n"

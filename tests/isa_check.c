@@ -164,26 +164,36 @@ static void sweep_check(const mxp__kernels *k, int log2n)
     free(got);
 }
 
+/* Every narrow source pattern through every accelerated entry from it: the decodes to
+ * float32 and the pairs composed from them (narrow -> narrow / float64, cvt_compose.c), both
+ * modes, both overflow modes, index0 also straddling 2^32. */
 static void decode_check(const mxp__kernels *k)
 {
     static const int sources[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
     static unsigned char src[2 << 16];
-    static uint32_t want[1 << 16], got[1 << 16];
+    static uint64_t want[1 << 16], got[1 << 16];
+    const mxp__kernels *ref = mxp__scalar_kernels();
     for (size_t t = 0; t < 4; t++) {
-        const size_t ib = mxp_dtype_size((mxp_dtype)sources[t]), n = (size_t)1 << (8 * ib);
+        const int s = sources[t];
+        const size_t ib = mxp_dtype_size((mxp_dtype)s), n = (size_t)1 << (8 * ib);
         for (size_t i = 0; i < n; i++) {
             const uint16_t v = (uint16_t)i;
             memcpy(src + ib * i, &v, ib); /* little-endian: the low byte for float8 */
         }
-        for (int sat = 0; sat < 2; sat++) {
-            const mxp__cvt_args a = {sat != 0, 0, 0};
-            mxp__scalar_kernels()->cvt[MXP_FLOAT32][sources[t]][MXP__RNE](want, src, n, &a);
-            k->cvt[MXP_FLOAT32][sources[t]][MXP__RNE](got, src, n, &a);
-            char what[96];
-            snprintf(what, sizeof what, "%s decode %s->float32 sat %d", k->name,
-                     mxp_dtype_name((mxp_dtype)sources[t]), sat);
-            compare((unsigned char *)want, (unsigned char *)got, src, n, 4, ib, what);
-        }
+        for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
+            for (int mode = 0; mode < MXP__NMODES; mode++) {
+                if (k->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
+                for (int v = 0; v < 4; v++) {
+                    const mxp__cvt_args a = {v & 1, 0x5EEDull + (uint64_t)v, v < 2 ? 0 : 0xFFFFFFFFull - 999};
+                    ref->cvt[d][s][mode](want, src, n, &a);
+                    k->cvt[d][s][mode](got, src, n, &a);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s all %s->%s mode %d sat %d", k->name,
+                             mxp_dtype_name((mxp_dtype)s), mxp_dtype_name((mxp_dtype)d), mode, v & 1);
+                    compare((unsigned char *)want, (unsigned char *)got, src, n,
+                            mxp_dtype_size((mxp_dtype)d), ib, what);
+                }
+            }
     }
 }
 

@@ -559,7 +559,7 @@ static void test_f64(void **state)
     (void)state;
     enum { N = 20011 };
     const mxp__kernels *ref = mxp__scalar_kernels();
-    unsigned char *src = malloc(8 * N + 5), *want = malloc(8 * N), *got = malloc(8 * N + 7);
+    unsigned char *src = malloc(8 * N + 5), *want = malloc(8 * N), *got = malloc(8 * N + 40);
     assert_non_null(src);
     assert_non_null(want);
     assert_non_null(got);
@@ -573,6 +573,10 @@ static void test_f64(void **state)
 #else
     static const unsigned csrs[] = {0};
 #endif
+    /* pass 1: the streaming threshold lowered, so that the large-call paths (streaming stores
+     * from a 32-byte-aligned point on) run too: destinations 0, 16 and 32 bytes past a 16-byte
+     * aligned block without saturation, 3 with it */
+    for (int pass = 0; pass < 2; pass++)
     for (int ti = 0; ti < ntabs; ti++)
         for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
             for (int s = 0; s < MXP_FLOAT_DTYPE_COUNT; s++)
@@ -580,12 +584,14 @@ static void test_f64(void **state)
                     if (s != MXP_FLOAT64 && d != MXP_FLOAT64) continue;
                     if (tabs[ti]->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
                     for (size_t ci = 0; ci < sizeof csrs / sizeof csrs[0]; ci++) {
-                        const size_t so = 1 + ci % 5, dof = ci % 7, n = N - ci * 1000;
+                        const size_t so = 1 + ci % 5, dof = ci % 2 ? 3 : 8 * ci, n = N - ci * 1000;
+                        mxp__nt_threshold = pass ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
                         fill(src + so, n, dsize(s));
                         const mxp__cvt_args a = {ci & 1, 99, 0x12345};
                         char what[128];
-                        snprintf(what, sizeof what, "%s %s -> %s %s sat=%d mxcsr=0x%04x", tabs[ti]->name,
-                                 dt_name(s), dt_name(d), mode ? "SR" : "RNE", (int)(ci & 1), csrs[ci]);
+                        snprintf(what, sizeof what, "%s %s -> %s %s sat=%d mxcsr=0x%04x dst+%zu%s", tabs[ti]->name,
+                                 dt_name(s), dt_name(d), mode ? "SR" : "RNE", (int)(ci & 1), csrs[ci], dof,
+                                 pass ? " (streaming threshold 4096)" : "");
                         ref->cvt[d][s][mode](want, src + so, n, &a);
 #ifdef HAVE_MXCSR
                         set_csr(csrs[ci]);
@@ -596,6 +602,7 @@ static void test_f64(void **state)
                         set_csr(old_csr);
                         if ((after & ~0x3Fu) != csrs[ci]) fail_msg("%s: MXCSR 0x%04x after the call", what, after);
 #endif
+                        mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
                         expect_same(want, got + dof, src + so, n, d, s, mode, what);
                         checked++;
                     }

@@ -93,6 +93,18 @@ static void cvt_f64_f32(void *dst, const void *src, size_t n, const mxp__cvt_arg
             _mm256_storeu_si256((__m256i *)(void *)(d + 8 * i), _mm256_add_epi64(y0, i0));
             _mm256_storeu_si256((__m256i *)(void *)(d + 8 * i + 32), _mm256_add_epi64(y1, i1));
         }
+    } else if (n * 12 >= mxp__nt_threshold && (uintptr_t)d % 8 == 0) {
+        /* large: streaming stores (no read-for-ownership of the destination), which need it
+         * 32-byte aligned: the reference up to there */
+        i = ((32 - (uintptr_t)d % 32) % 32) / 8;
+        mxp__scalar_kernels()->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__RNE](d, s, i, a);
+        for (; i + 8 <= n; i += 8) {
+            const __m128 x0 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i));
+            const __m128 x1 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i + 16));
+            _mm256_stream_pd((double *)(void *)(d + 8 * i), _mm256_cvtps_pd(x0));
+            _mm256_stream_pd((double *)(void *)(d + 8 * i + 32), _mm256_cvtps_pd(x1));
+        }
+        _mm_sfence();
     } else {
         for (; i + 8 <= n; i += 8) {
             const __m128 x0 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i));
