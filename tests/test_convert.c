@@ -27,6 +27,7 @@
 #include "mixprec.h"
 #include "ref_convert.h"
 #include "test_util.h"
+#include "bochs/f16c_ties.h"
 
 static float f32_of(uint32_t b) { return tu_f32(b); }
 static uint32_t bits_of_f32(float f) { return tu_bits32(f); }
@@ -359,7 +360,8 @@ static void test_every_pair_random(void **state)
                         const uint64_t want = ref_convert(d >= MXP_FLOAT16 ? &tables[d] : NULL, (mxp_dtype)d,
                                                           (mxp_dtype)s, x, sat, sr, r);
                         const uint64_t got = ref_load(dst, i, (mxp_dtype)d);
-                        if (got != want)
+                        /* an emulator erratum accepted only under MXP_TEST_F16C_TIES_AWAY (Bochs) */
+                        if (got != want && !tie_away_tolerated_src(d, sr ? MXP__SR : MXP__RNE, s, x, want, got))
                             fail_msg("[%s] %s -> %s (%s%s): input 0x%llX got 0x%llX want 0x%llX", path,
                                      mxp_dtype_name((mxp_dtype)s), mxp_dtype_name((mxp_dtype)d),
                                      sr ? "stochastic" : "nearest-even", sat ? ", saturate" : "",
@@ -657,7 +659,8 @@ static void test_ftz_daz_independent(void **state)
                         const uint64_t x = ref_load(src, i, (mxp_dtype)s);
                         const uint64_t w = ref_convert(d >= MXP_FLOAT16 ? &tables[d] : NULL, (mxp_dtype)d,
                                                        (mxp_dtype)s, x, false, mode == 1, mxp__sr_bits(4, i));
-                        if (ref_load(want, i, (mxp_dtype)d) != w)
+                        if (ref_load(want, i, (mxp_dtype)d) != w &&
+                            !tie_away_tolerated_src(d, mode, s, x, w, ref_load(want, i, (mxp_dtype)d)))
                             fail_msg("%s -> %s mode %d: input 0x%llX gives 0x%llX, want 0x%llX",
                                      mxp_dtype_name((mxp_dtype)s), mxp_dtype_name((mxp_dtype)d), mode,
                                      (unsigned long long)x, (unsigned long long)ref_load(want, i, (mxp_dtype)d),

@@ -76,13 +76,29 @@ static void test_enabled(void **state)
     const uint16_t want[4] = {0x3C00, 0x3C00, 0x4000, 0x3C01}, got[4] = {0x3C00, 0x3C01, 0x4000, 0x3C02};
     size_t tol = 0;
     assert_int_equal(tie_away_first_diff((const unsigned char *)want, (const unsigned char *)got,
-                                         (const unsigned char *)in + 0, 4, 2, MXP_FLOAT16, MXP__RNE, &tol), 3);
+                                         (const unsigned char *)in + 0, MXP_FLOAT32, 4, 2, MXP_FLOAT16, MXP__RNE, &tol), 3);
     assert_int_equal(tol, 1);
-    assert_int_equal(tie_away_first_diff((const unsigned char *)want, (const unsigned char *)got, NULL, 4, 2,
+    assert_int_equal(tie_away_first_diff((const unsigned char *)want, (const unsigned char *)got, NULL, MXP_FLOAT32, 4, 2,
                                          MXP_FLOAT16, MXP__RNE, &tol), 1);
     assert_int_equal(tol, 1);
-    assert_int_equal(tie_away_first_diff((const unsigned char *)want, (const unsigned char *)want, in, 4, 2,
+    assert_int_equal(tie_away_first_diff((const unsigned char *)want, (const unsigned char *)want, in, MXP_FLOAT32, 4, 2,
                                          MXP_FLOAT16, MXP__RNE, &tol), 4);
+    /* other sources (the composed paths): a tie when the value is exactly that float32 */
+    assert_true(tie_away_tolerated_src(MXP_FLOAT16, MXP__RNE, MXP_FLOAT64, 0x3FF0020000000000ull, 0x3C00u, 0x3C01u));
+    assert_false(tie_away_tolerated_src(MXP_FLOAT16, MXP__RNE, MXP_FLOAT64, 0x3FF0020000000001ull, 0x3C00u, 0x3C01u));
+    assert_false(tie_away_tolerated_src(MXP_FLOAT16, MXP__RNE, MXP_FLOAT64, 0x3FF001FFFFFFFFFFull, 0x3C00u, 0x3C01u));
+    /* bfloat16 1 + 2^-4 is an e4m3fn tie (1 and 1.125), float16 2^-25 a float16 one */
+    assert_true(tie_away_tolerated_src(MXP_FLOAT8_E4M3FN, MXP__RNE, MXP_BFLOAT16, 0x3F88u, 0x38u, 0x39u));
+    assert_false(tie_away_tolerated_src(MXP_FLOAT8_E4M3FN, MXP__RNE, MXP_BFLOAT16, 0x3F89u, 0x38u, 0x39u));
+    assert_true(tie_away_tolerated_src(MXP_FLOAT16, MXP__RNE, MXP_BFLOAT16, 0x3300u, 0x0000u, 0x0001u));
+    assert_false(tie_away_tolerated_src(MXP_FLOAT16, MXP__RNE, MXP_BFLOAT16, 0x3300u, 0x0000u, 0x0002u));
+    assert_false(tie_away_tolerated_src(MXP_FLOAT16, MXP__RNE, MXP_INT8, 0x01u, 0x0000u, 0x0001u));
+    const uint64_t in64[2] = {0x3FF0020000000000ull, 0x3FF0020000000001ull};
+    const uint16_t w64[2] = {0x3C00, 0x3C01}, g64[2] = {0x3C01, 0x3C02};
+    tol = 0;
+    assert_int_equal(tie_away_first_diff((const unsigned char *)w64, (const unsigned char *)g64, in64, MXP_FLOAT64, 2, 2,
+                                         MXP_FLOAT16, MXP__RNE, &tol), 1);
+    assert_int_equal(tol, 1);
 }
 
 static void test_disabled(void **state)
@@ -95,6 +111,7 @@ static void test_disabled(void **state)
         assert_false(tie_away_tolerated(MXP_FLOAT16, MXP__RNE, 0x3F801000u, 0x3C00u, 0x3C01u));
         assert_false(tie_away_tolerated(MXP_FLOAT16, MXP__RNE, 0x33000000u, 0x0000u, 0x0001u));
         assert_false(tie_away_tolerated(MXP_FLOAT8_E4M3FN, MXP__RNE, 0x3A800000u, 0x00u, 0x01u));
+        assert_false(tie_away_tolerated_src(MXP_FLOAT16, MXP__RNE, MXP_FLOAT64, 0x3FF0020000000000ull, 0x3C00u, 0x3C01u));
     }
 }
 

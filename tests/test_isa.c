@@ -130,7 +130,7 @@ static void expect_same(const unsigned char *want, const unsigned char *got, con
                         size_t n, int d, int s, int mode, const char *what)
 {
     const size_t ob = mxp_dtype_size((mxp_dtype)d), ib = mxp_dtype_size((mxp_dtype)s);
-    const size_t i = tie_away_first_diff(want, got, s == MXP_FLOAT32 ? in : NULL, n, ob, d, mode, &tolerated);
+    const size_t i = tie_away_first_diff(want, got, in, s, n, ob, d, mode, &tolerated);
     if (i < n)
         fail_msg("%s: element %zu of %zu: input 0x%llx, want 0x%llx, got 0x%llx", what, i, n,
                  (unsigned long long)tu_elem(in, i, ib), (unsigned long long)tu_elem(want, i, ob),

@@ -71,7 +71,7 @@ static void *run_job(void *p)
         const mxp__cvt_args a = {j->sat, 0x5EEDull, base};
         ref(want, src, BLOCK, &a);
         fn(got, src, BLOCK, &a);
-        const size_t i = tie_away_first_diff(want, got, src, BLOCK, ob, j->dst, j->mode, &j->tolerated);
+        const size_t i = tie_away_first_diff(want, got, src, MXP_FLOAT32, BLOCK, ob, j->dst, j->mode, &j->tolerated);
         if (i < BLOCK) {
             j->bad = true;
             j->bad_in = src[i];

@@ -50,17 +50,44 @@ static inline bool tie_away_tolerated(int dst, int mode, uint32_t in32, uint64_t
     return fabs((double)x) == (fabs(w) + fabs(g)) / 2; /* exact: both have <= 11 significant bits */
 }
 
+/* The composed paths (src/kernels/cvt_compose.c: float16 -> e4m3fn, float64 -> float16, ...)
+ * reach VCVTPS2PH through float32 too. The tie a source element puts before the instruction is
+ * its value as a float32, when it is exactly one: every narrow value, a float64 only then (the
+ * float64 path rounds to odd first, and an inexact odd float32 is never a tie). in32 gets those
+ * bits; false when the value is not exactly a finite float32 (or src is not a floating dtype). */
+static inline bool tie_away_in32(int src, uint64_t bits, uint32_t *in32)
+{
+    if (src == MXP_FLOAT32) {
+        *in32 = (uint32_t)bits;
+        return true;
+    }
+    if (src < 0 || src >= MXP_FLOAT_DTYPE_COUNT) return false;
+    const double x = ref_decode((mxp_dtype)src, bits);
+    if (!isfinite(x) || (double)(float)x != x) return false;
+    const float f = (float)x;
+    memcpy(in32, &f, 4);
+    return true;
+}
+
+/* tie_away_tolerated for a source element of any floating dtype. */
+static inline bool tie_away_tolerated_src(int dst, int mode, int src, uint64_t in, uint64_t want, uint64_t got)
+{
+    uint32_t x;
+    return tie_away_enabled() && tie_away_in32(src, in, &x) && tie_away_tolerated(dst, mode, x, want, got);
+}
+
 /* The first of n outputs (`ob` bytes each) where got differs from want in a way
- * tie_away_tolerated does not accept, or n; the accepted differences are added to *tolerated.
- * in: the float32 inputs (any alignment), or NULL when the inputs are not float32 (then
- * nothing is accepted). */
+ * tie_away_tolerated_src does not accept, or n; the accepted differences are added to
+ * *tolerated. in: the inputs, of dtype src (any alignment), or NULL (then nothing is
+ * accepted). */
 static inline size_t tie_away_first_diff(const unsigned char *want, const unsigned char *got,
-                                         const void *in, size_t n, size_t ob, int dst, int mode,
+                                         const void *in, int src, size_t n, size_t ob, int dst, int mode,
                                          size_t *tolerated)
 {
+    const size_t ib = src >= 0 && src < MXP_FLOAT_DTYPE_COUNT ? mxp_dtype_size((mxp_dtype)src) : 0;
     size_t i = tu_first_diff(want, got, n, ob);
-    while (i < n && in &&
-           tie_away_tolerated(dst, mode, (uint32_t)tu_elem(in, i, 4), tu_elem(want, i, ob), tu_elem(got, i, ob))) {
+    while (i < n && in && ib &&
+           tie_away_tolerated_src(dst, mode, src, tu_elem(in, i, ib), tu_elem(want, i, ob), tu_elem(got, i, ob))) {
         ++*tolerated;
         i++;
         i += tu_first_diff(want + i * ob, got + i * ob, n - i, ob);
