@@ -5,7 +5,9 @@
  *     index0 = the bit pattern, so every element sees a different random word and every lane
  *     position meets every pattern class);
  *   float16 / bfloat16 -> float32: all 2^16 patterns; e4m3fn / e5m2 -> float32: all 2^8
- *     (saturate off and on).
+ *     (saturate off and on);
+ *   float64 -> narrow: every tie and near-tie of every narrow format, and float64 -> float32
+ *     around one float32 pattern in 1024 (f64_sweep).
  * Inputs go in blocks of 2^20 (both tables see the same block), split over two threads.
  * An ISA this CPU lacks is reported as skipped.
  *
@@ -155,6 +157,93 @@ static uint32_t env_stride(void)
 
 static const int targets[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
 
+/* float64 -> dst on the n doubles at x, nearest-even, saturate off and on, against the
+ * reference (cvt_compose.c's round-to-odd path for the narrow formats, AVX for float32). */
+static void f64_check(const mxp__kernels *k, int dst, const uint64_t *x, size_t n)
+{
+    const size_t ob = mxp_dtype_size((mxp_dtype)dst);
+    unsigned char *want = malloc(n * ob), *got = malloc(n * ob);
+    assert_non_null(want);
+    assert_non_null(got);
+    for (int sat = 0; sat < 2; sat++) {
+        const mxp__cvt_args a = {sat != 0, 1, 0};
+        mxp__scalar_kernels()->cvt[dst][MXP_FLOAT64][MXP__RNE](want, x, n, &a);
+        k->cvt[dst][MXP_FLOAT64][MXP__RNE](got, x, n, &a);
+        const size_t i = tie_away_first_diff(want, got, x, MXP_FLOAT64, n, ob, dst, MXP__RNE, &tolerated);
+        if (i < n)
+            fail_msg("%s float64 -> %s sat=%d: input 0x%016llx: want 0x%llx, got 0x%llx", k->name,
+                     mxp_dtype_name((mxp_dtype)dst), sat, (unsigned long long)x[i],
+                     (unsigned long long)tu_elem(want, i, ob), (unsigned long long)tu_elem(got, i, ob));
+    }
+    free(want);
+    free(got);
+}
+
+/* The pattern of double d, moved by `ulps` units in the last place (same sign). */
+static uint64_t f64_move(double d, int ulps) { return tu_bits64(d) + (uint64_t)(int64_t)ulps; }
+
+/*
+ * float64 sources: every rounding boundary of every narrow format. For each finite pattern p of
+ * the target (both signs), its value v, the midpoint m between v and the next pattern's value
+ * (for max finite: the overflow boundary, half a step above), and the doubles v - 1 ulp, v,
+ * v + 1 ulp, m - 2 .. m + 2 ulps: exactly the ties and the near-ties on either side, where a
+ * float64 -> float32 -> narrow double rounding would go wrong. Then float64 -> float32 the same
+ * way around float32 patterns (one in `every`, all signs and exponents). Values are made in
+ * double arithmetic, exact here (at most 24 significant bits, midpoints of neighbours).
+ */
+static void f64_sweep(const mxp__kernels *k, uint32_t every)
+{
+    uint64_t *x = malloc(BLOCK * sizeof *x);
+    assert_non_null(x);
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+        const int d = targets[t];
+        const size_t ob = mxp_dtype_size((mxp_dtype)d), npat = (size_t)1 << (8 * ob);
+        size_t n = 0;
+        for (size_t p = 0; p < npat; p++) {
+            double v, w;
+            uint64_t pp = p;
+            const mxp__cvt_args a = {false, 0, 0};
+            mxp__scalar_kernels()->cvt[MXP_FLOAT64][d][MXP__RNE](&v, &pp, 1, &a);
+            if (v != v || v - v != 0) continue; /* NaN, inf */
+            uint64_t q = p + 1;
+            mxp__scalar_kernels()->cvt[MXP_FLOAT64][d][MXP__RNE](&w, &q, 1, &a);
+            if (w != w || w - w != 0 || (q & (1u << (8 * ob - 1))) != (p & (1u << (8 * ob - 1)))) {
+                /* p is max finite: the overflow boundary, half a step above */
+                double u;
+                q = p - 1;
+                mxp__scalar_kernels()->cvt[MXP_FLOAT64][d][MXP__RNE](&u, &q, 1, &a);
+                w = v + (v - u);
+            }
+            const double m = (v + w) / 2;
+            if (n + 8 > BLOCK) {
+                f64_check(k, d, x, n);
+                n = 0;
+            }
+            for (int u = -1; u <= 1; u++) x[n++] = f64_move(v, u);
+            for (int u = -2; u <= 2; u++) x[n++] = f64_move(m, u);
+        }
+        f64_check(k, d, x, n);
+    }
+    size_t n = 0;
+    for (uint64_t i = 0; i < (1ull << 32); i += every) {
+        const uint32_t b = (uint32_t)(i + (i * 0x9E3779B9u) % every); /* varying low bits */
+        float f, g;
+        memcpy(&f, &b, 4);
+        const uint32_t b1 = b + 1u;
+        memcpy(&g, &b1, 4);
+        if (f != f || f - f != 0 || g != g || g - g != 0 || (b1 ^ b) >> 31) continue;
+        const double m = ((double)f + (double)g) / 2;
+        if (n + 8 > BLOCK) {
+            f64_check(k, MXP_FLOAT32, x, n);
+            n = 0;
+        }
+        for (int u = -1; u <= 1; u++) x[n++] = f64_move((double)f, u);
+        for (int u = -2; u <= 2; u++) x[n++] = f64_move(m, u);
+    }
+    f64_check(k, MXP_FLOAT32, x, n);
+    free(x);
+}
+
 static void run_isa(mxp__isa_id isa)
 {
     if (!tu_isa_checked(isa)) {
@@ -176,6 +265,10 @@ static void run_isa(mxp__isa_id isa)
                 sweep_f32(k, targets[t], mode, sat != 0,
                           stride ? stride : full || (mode == MXP__RNE && !sat) ? 1u : 8u);
     }
+    if (k->cvt[MXP_FLOAT16][MXP_FLOAT64][MXP__RNE] != mxp__scalar_kernels()->cvt[MXP_FLOAT16][MXP_FLOAT64][MXP__RNE])
+        f64_sweep(k, stride ? 4096u * stride : 1024u);
+    else
+        print_message("%s: float64 -> narrow not accelerated: its boundary sweep skipped\n", k->name);
     if (stride)
         print_message("%s: float32 sweeps 1/%u in every mode (MXP_EXHAUSTIVE_STRIDE)\n", k->name,
                       (unsigned)stride);
