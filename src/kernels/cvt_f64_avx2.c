@@ -63,6 +63,17 @@ static void cvt_f32_f64(void *dst, const void *src, size_t n, const mxp__cvt_arg
             const __m256i isinf = _mm256_cmpeq_epi32(_mm256_and_si256(y, absm), inf);
             _mm256_storeu_si256((__m256i *)(void *)(d + 4 * i), _mm256_add_epi32(y, isinf));
         }
+    } else if (n * 12 >= mxp__nt_threshold && (uintptr_t)d % 4 == 0) {
+        /* large: streaming stores from a 32-byte-aligned point on (the reference up to there) */
+        i = ((32 - (uintptr_t)d % 32) % 32) / 4;
+        if (i > n) i = n;
+        mxp__scalar_kernels()->cvt[MXP_FLOAT32][MXP_FLOAT64][MXP__RNE](d, s, i, a);
+        for (; i + 8 <= n; i += 8) {
+            const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i)));
+            const __m128 hi = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i + 32)));
+            _mm256_stream_ps((float *)(void *)(d + 4 * i), _mm256_set_m128(hi, lo));
+        }
+        _mm_sfence();
     } else {
         for (; i + 8 <= n; i += 8) {
             const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i)));
@@ -97,6 +108,7 @@ static void cvt_f64_f32(void *dst, const void *src, size_t n, const mxp__cvt_arg
         /* large: streaming stores (no read-for-ownership of the destination), which need it
          * 32-byte aligned: the reference up to there */
         i = ((32 - (uintptr_t)d % 32) % 32) / 8;
+        if (i > n) i = n;
         mxp__scalar_kernels()->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__RNE](d, s, i, a);
         for (; i + 8 <= n; i += 8) {
             const __m128 x0 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i));
