@@ -27,6 +27,10 @@
  *    own subnormal step 2^-149), so float64 -> narrow = round-to-odd -> float32 -> narrow
  *    nearest-even, and float32 never overflows on the way (toward zero stops at FLT_MAX, which
  *    is odd and overflows every narrow format as the float64 would).
+ * Calls that read + write at least mxp__nt_threshold bytes store with streaming stores (no
+ * read-for-ownership of the destination), as the float32 kernels do: at 2^26 elements on the
+ * Zen 3 VM float32 -> float64 went from 0.68 to 0.47-0.48 ns/element and float64 -> float32
+ * from 0.62-0.79 to 0.48-0.59 (bench/RESULTS.md, session 5).
  */
 #include <immintrin.h>
 #include <stdint.h>
