@@ -33,36 +33,11 @@ typedef struct chunk {
     mxp__cvt_args args;
 } chunk;
 
-/*
- * The floating-point environment. The SIMD kernels use the SSE/AVX floating-point unit (F16C,
- * VCVTPD2PS, exact float32 multiplies), which raises exception flags (inexact, overflow,
- * invalid for a signalling NaN) and traps where the caller unmasked an exception
- * (feenableexcept, a common way to catch NaNs while debugging training code). The scalar
- * reference touches none of it. So every chunk runs with all exceptions masked and gives MXCSR
- * back exactly as it found it (rounding mode, masks and flags): no SIGFPE, no stray flags for
- * the caller's fetestexcept, whatever path ran. Reading MXCSR costs about a cycle; writing it
- * (only when something is unmasked or a flag was raised) some tens.
- */
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && defined(__SSE__)
-static unsigned fenv_enter(void)
-{
-    const unsigned csr = __builtin_ia32_stmxcsr();
-    if ((csr & 0x1F80u) != 0x1F80u) __builtin_ia32_ldmxcsr(csr | 0x1F80u);
-    return csr;
-}
-static void fenv_leave(unsigned csr)
-{
-    if (__builtin_ia32_stmxcsr() != csr) __builtin_ia32_ldmxcsr(csr);
-}
-#else
-static unsigned fenv_enter(void) { return 0; }
-static void fenv_leave(unsigned csr) { (void)csr; }
-#endif
-
+/* Every chunk runs with FP exceptions masked and restores MXCSR (internal.h, mxp__fenv_enter). */
 /* Run [begin, end) as kernel calls that never cross a multiple of 2^32 in the index. */
 static void run_chunk(const chunk *c)
 {
-    const unsigned csr = fenv_enter();
+    const unsigned csr = mxp__fenv_enter();
     size_t i = c->begin;
     while (i < c->end) {
         uint64_t next = ((uint64_t)i | 0xFFFFFFFFull) + 1u; /* next multiple of 2^32 */
@@ -72,7 +47,7 @@ static void run_chunk(const chunk *c)
         c->fn(c->dst + i * c->dsize, c->src + i * c->ssize, stop - i, &a);
         i = stop;
     }
-    fenv_leave(csr);
+    mxp__fenv_leave(csr);
 }
 
 static void *run_chunk_thread(void *p)

@@ -606,10 +606,65 @@ static void test_public_api(void **state)
     assert_true(isnan(z[0]));
 }
 
+/* The public passes with every floating-point exception unmasked and no flag set (x86): no
+ * trap (SIGFPE would end the test), the same answers and products as under the default
+ * environment, and MXCSR exactly as before each call. */
+static void test_public_api_fenv(void **state)
+{
+    (void)state;
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+    const size_t n = 3001;
+    const unsigned old = __builtin_ia32_stmxcsr();
+    for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++) {
+        const tfmt *f = &FMT[d];
+        const size_t es = (size_t)f->width / 8;
+        unsigned char *src = malloc(n * es), *want = malloc(n * es), *buf = malloc(n * es);
+        assert_non_null(src);
+        assert_non_null(want);
+        assert_non_null(buf);
+        for (int finite = 0; finite < 2; finite++) {
+            const float scale = finite ? 3.0f : 0x1p-20f; /* 2^20 times: overflow and inexact */
+            const float inv = (float)(1.0 / (double)scale);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t v = rnd() & (f->width == 64 ? ~0ull : (1ull << f->width) - 1);
+                if (finite) v &= f->width == 64 ? 0xBFFFFFFFFFFFFFFFull : (1ull << (f->width - 2)) - 1u;
+                set_elem(src, f->width, i, v);
+                set_elem(want, f->width, i, ref_unscale((mxp_dtype)d, v, inv));
+            }
+            const bool want_fin = mxp_all_finite(src, (mxp_dtype)d, n);
+            memcpy(buf, src, n * es);
+            const bool want_ok = mxp_unscale_check(buf, (mxp_dtype)d, n, scale);
+            memcpy(buf, src, n * es);
+            __builtin_ia32_ldmxcsr(0x0000u); /* every exception unmasked, no flag */
+            const bool fin = mxp_all_finite(src, (mxp_dtype)d, n);
+            const unsigned after1 = __builtin_ia32_stmxcsr();
+            const bool ok = mxp_unscale_check(buf, (mxp_dtype)d, n, scale);
+            const unsigned after2 = __builtin_ia32_stmxcsr();
+            __builtin_ia32_ldmxcsr(old);
+            if (after1 != 0 || after2 != 0)
+                fail_msg("%s: MXCSR 0x%04x after mxp_all_finite, 0x%04x after mxp_unscale_check", f->name,
+                         after1, after2);
+            assert_true(fin == want_fin);
+            assert_true(ok == want_ok);
+            for (size_t i = 0; i < n; i++)
+                if (get_elem(buf, f->width, i) != get_elem(want, f->width, i))
+                    fail_msg("%s unscale with exceptions unmasked: element %zu: want 0x%llx got 0x%llx", f->name,
+                             i, (unsigned long long)get_elem(want, f->width, i),
+                             (unsigned long long)get_elem(buf, f->width, i));
+        }
+        free(src), free(want), free(buf);
+    }
+#else
+    print_message("no MXCSR on this target: skipped\n");
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_public_api),
+        cmocka_unit_test(test_public_api_fenv),
         cmocka_unit_test(test_inv),
         cmocka_unit_test(test_all_finite_planted),
         cmocka_unit_test(test_all_finite_patterns),

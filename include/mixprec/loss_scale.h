@@ -121,6 +121,8 @@ MXP_API float mxp_loss_scale_scale(mxp_loss_scale s, float loss);
  * dtypes are always finite (true). Any alignment.
  * Returns false when x is NULL with n > 0 or dtype is not a valid mxp_dtype (nothing read).
  * Thread-safety: safe. Allocates nothing.
+ * Never traps, even with floating-point exceptions unmasked, and leaves MXCSR (x86) as it
+ * found it, flags included.
  */
 MXP_API bool mxp_all_finite(const void *x, mxp_dtype dtype, size_t n);
 
@@ -141,6 +143,8 @@ MXP_API bool mxp_all_finite(const void *x, mxp_dtype dtype, size_t n);
  * for n > 0).
  * Returns false without touching x when x is NULL with n > 0 or dtype is not floating.
  * Thread-safety: safe on distinct buffers. Allocates nothing.
+ * Never traps, even with floating-point exceptions unmasked, and leaves MXCSR (x86) as it
+ * found it, flags included.
  */
 MXP_API bool mxp_unscale_check(void *x, mxp_dtype dtype, size_t n, float scale);
 
