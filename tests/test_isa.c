@@ -378,7 +378,9 @@ static void test_streaming(void **state)
                 for (int mode = 0; mode < MXP__NMODES; mode++) {
                     if (k->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
                     const size_t ib = dsize(s), ob = dsize(d);
-                    if (ib == 8 || ob == 8) continue;
+                    /* float32 <-> narrow: the kernels with streaming paths (float64: test_f64;
+                     * narrow <-> narrow is composed in 2048-element blocks, which never stream) */
+                    if (ib == 8 || ob == 8 || (ib != 4 && ob != 4)) continue;
                     for (int data = 0; data < (ib == 4 ? 2 : 1); data++) {
                         if (data == 0) fill(src + 2, n, ib);
                         else fill_mix(src + 2, n, 64, ob == 1);
