@@ -49,6 +49,14 @@ static inline __attribute__((always_inline)) __m256i pd_mask_to_ps(__m256d m0, _
     return _mm256_permute4x64_epi64(_mm256_castps_si256(s), 0xD8);
 }
 
+/* 8 float64 at p (any alignment) -> 8 float32, rounded as MXCSR says. */
+static inline __attribute__((always_inline)) __m256 cvt8_pd_ps(const unsigned char *p)
+{
+    const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)p));
+    const __m128 hi = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(p + 32)));
+    return _mm256_set_m128(hi, lo);
+}
+
 /* float64 -> float32 nearest-even (the RNE entry; stochastic rounding stays scalar). */
 static void cvt_f32_f64(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
 {
@@ -60,9 +68,7 @@ static void cvt_f32_f64(void *dst, const void *src, size_t n, const mxp__cvt_arg
     if (a->saturate) {
         const __m256i absm = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
         for (; i + 8 <= n; i += 8) {
-            const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i)));
-            const __m128 hi = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i + 32)));
-            const __m256i y = _mm256_castps_si256(_mm256_set_m128(hi, lo));
+            const __m256i y = _mm256_castps_si256(cvt8_pd_ps(s + 8 * i));
             /* +-inf (0x7F800000 | sign) minus 1 is +-FLT_MAX */
             const __m256i isinf = _mm256_cmpeq_epi32(_mm256_and_si256(y, absm), inf);
             _mm256_storeu_si256((__m256i *)(void *)(d + 4 * i), _mm256_add_epi32(y, isinf));
@@ -73,16 +79,12 @@ static void cvt_f32_f64(void *dst, const void *src, size_t n, const mxp__cvt_arg
         if (i > n) i = n;
         mxp__scalar_kernels()->cvt[MXP_FLOAT32][MXP_FLOAT64][MXP__RNE](d, s, i, a);
         for (; i + 8 <= n; i += 8) {
-            const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i)));
-            const __m128 hi = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i + 32)));
-            _mm256_stream_ps((float *)(void *)(d + 4 * i), _mm256_set_m128(hi, lo));
+            _mm256_stream_ps((float *)(void *)(d + 4 * i), cvt8_pd_ps(s + 8 * i));
         }
         _mm_sfence();
     } else {
         for (; i + 8 <= n; i += 8) {
-            const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i)));
-            const __m128 hi = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(s + 8 * i + 32)));
-            _mm256_storeu_ps((float *)(void *)(d + 4 * i), _mm256_set_m128(hi, lo));
+            _mm256_storeu_ps((float *)(void *)(d + 4 * i), cvt8_pd_ps(s + 8 * i));
         }
     }
     _mm_setcsr(old);
