@@ -33,7 +33,7 @@ typedef struct chunk {
     mxp__cvt_args args;
 } chunk;
 
-/* Every chunk runs with FP exceptions masked and restores MXCSR (internal.h, mxp__fenv_enter). */
+/* Every chunk runs with FP exceptions masked and restores MXCSR (kernels.h, mxp__fenv_enter). */
 /* Run [begin, end) as kernel calls that never cross a multiple of 2^32 in the index. */
 static void run_chunk(const chunk *c)
 {

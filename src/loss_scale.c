@@ -116,7 +116,7 @@ bool mxp_all_finite(const void *x, mxp_dtype dtype, size_t n)
     if (n == 0) return true;
     if (!x) return false;
     if (!mxp_dtype_is_floating(dtype)) return true; /* integers and bools are always finite */
-    const unsigned csr = mxp__fenv_enter(); /* no trap, MXCSR unchanged (internal.h) */
+    const unsigned csr = mxp__fenv_enter(); /* no trap, MXCSR unchanged (kernels.h) */
     const bool r = mxp__kernels_active()->all_finite[dtype](x, n);
     mxp__fenv_leave(csr);
     return r;
@@ -128,7 +128,7 @@ bool mxp_unscale_check(void *x, mxp_dtype dtype, size_t n, float scale)
     if (n == 0) return true;
     if (!x) return false;
     /* inv = (float)(1.0 / (double)scale), computed so that FTZ/DAZ cannot flush it */
-    const unsigned csr = mxp__fenv_enter(); /* no trap, MXCSR unchanged (internal.h) */
+    const unsigned csr = mxp__fenv_enter(); /* no trap, MXCSR unchanged (kernels.h) */
     const bool r = mxp__kernels_active()->unscale_check[dtype](x, n, mxp__unscale_inv(scale));
     mxp__fenv_leave(csr);
     return r;

@@ -139,6 +139,14 @@ static void expect_same(const unsigned char *want, const unsigned char *got, con
 
 static size_t dsize(int d) { return mxp_dtype_size((mxp_dtype)d); }
 
+/* malloc that fails the test instead of returning NULL */
+static unsigned char *alloc(size_t bytes)
+{
+    unsigned char *p = malloc(bytes);
+    assert_non_null(p);
+    return p;
+}
+
 /* Entry cvt[d][s][mode] of k against the scalar reference on n elements at src: the reference
  * writes want, k writes dst; any difference fails with `what`. */
 static void run_compare(const mxp__kernels *k, int d, int s, int mode, const mxp__cvt_args *a,
@@ -514,10 +522,7 @@ static void test_narrow_sources(void **state)
     (void)state;
     const mxp__kernels *ref = mxp__scalar_kernels();
     enum { N = 65536 };
-    unsigned char *src = malloc(2 * N + 1), *want = malloc(8 * N), *got = malloc(8 * N + 3);
-    assert_non_null(src);
-    assert_non_null(want);
-    assert_non_null(got);
+    unsigned char *src = alloc(2 * N + 1), *want = alloc(8 * N), *got = alloc(8 * N + 3);
     const mxp__kernels *tabs[MXP__ISA_COUNT + 1];
     mxp__kernels scratch;
     const int ntabs = tables_to_check(tabs, &scratch);
@@ -561,10 +566,7 @@ static void test_f64(void **state)
     (void)state;
     enum { N = 6007 };
     const mxp__kernels *ref = mxp__scalar_kernels();
-    unsigned char *src = malloc(8 * N + 5), *want = malloc(8 * N), *got = malloc(8 * N + 40);
-    assert_non_null(src);
-    assert_non_null(want);
-    assert_non_null(got);
+    unsigned char *src = alloc(8 * N + 5), *want = alloc(8 * N), *got = alloc(8 * N + 40);
     const mxp__kernels *tabs[MXP__ISA_COUNT + 1];
     mxp__kernels scratch;
     const int ntabs = tables_to_check(tabs, &scratch);
@@ -624,10 +626,7 @@ static void test_fenv(void **state)
 #ifdef HAVE_MXCSR
     enum { N = 3001 };
     const mxp__kernels *ref = mxp__scalar_kernels();
-    unsigned char *src = malloc(8 * N), *want = malloc(8 * N), *got = malloc(8 * N);
-    assert_non_null(src);
-    assert_non_null(want);
-    assert_non_null(got);
+    unsigned char *src = alloc(8 * N), *want = alloc(8 * N), *got = alloc(8 * N);
     const size_t saved_min = mxp__convert_min_per_thread;
     const unsigned old_csr = get_csr();
     int checked = 0;

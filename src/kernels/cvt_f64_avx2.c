@@ -41,7 +41,9 @@
 #define CSR_MASK_ALL 0x1F80u /* exception masks, bits 7-12 */
 #define CSR_RC_ZERO 0x6000u  /* bits 13-14 = 11: toward zero; 00: nearest-even */
 
-static inline __attribute__((always_inline)) __m256i pd_mask_to_ps(__m256d m0, __m256d m1)
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE __m256i pd_mask_to_ps(__m256d m0, __m256d m1)
 {
     /* two 4-lane qword masks -> one 8-lane dword mask, in element order:
      * shuffle_ps picks dwords 0 and 2 of each lane: [m0 e0 e1, m1 e4 e5 | m0 e2 e3, m1 e6 e7] */
@@ -50,90 +52,73 @@ static inline __attribute__((always_inline)) __m256i pd_mask_to_ps(__m256d m0, _
 }
 
 /* 8 float64 at p (any alignment) -> 8 float32, rounded as MXCSR says. */
-static inline __attribute__((always_inline)) __m256 cvt8_pd_ps(const unsigned char *p)
+ALWAYS_INLINE __m256 cvt8_pd_ps(const unsigned char *p)
 {
     const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)p));
     const __m128 hi = _mm256_cvtpd_ps(_mm256_loadu_pd((const double *)(const void *)(p + 32)));
     return _mm256_set_m128(hi, lo);
 }
 
-/* float64 -> float32 nearest-even (the RNE entry; stochastic rounding stays scalar). */
-static void cvt_f32_f64(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+/* One step of 8 elements at s -> d; sat: +-inf results -> +-max finite (the pattern minus 1:
+ * 0x7F800000 - 1 = FLT_MAX, 0x7FF0000000000000 - 1 = DBL_MAX, sign kept); nt: streaming
+ * stores (d 32-byte aligned). Constant flags in every caller. */
+ALWAYS_INLINE void f32_from_f64_8(unsigned char *d, const unsigned char *s, int sat, int nt)
 {
-    const unsigned char *s = (const unsigned char *)src;
-    unsigned char *d = (unsigned char *)dst;
-    const unsigned old = _mm_getcsr();
-    _mm_setcsr(CSR_MASK_ALL);
-    size_t i = 0;
-    if (a->saturate) {
-        const __m256i absm = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
-        for (; i + 8 <= n; i += 8) {
-            const __m256i y = _mm256_castps_si256(cvt8_pd_ps(s + 8 * i));
-            /* +-inf (0x7F800000 | sign) minus 1 is +-FLT_MAX */
-            const __m256i isinf = _mm256_cmpeq_epi32(_mm256_and_si256(y, absm), inf);
-            _mm256_storeu_si256((__m256i *)(void *)(d + 4 * i), _mm256_add_epi32(y, isinf));
-        }
-    } else if (n * 12 >= mxp__nt_threshold && (uintptr_t)d % 4 == 0) {
-        /* large: streaming stores from a 32-byte-aligned point on (the reference up to there) */
-        i = ((32 - (uintptr_t)d % 32) % 32) / 4;
-        if (i > n) i = n;
-        mxp__scalar_kernels()->cvt[MXP_FLOAT32][MXP_FLOAT64][MXP__RNE](d, s, i, a);
-        for (; i + 8 <= n; i += 8) {
-            _mm256_stream_ps((float *)(void *)(d + 4 * i), cvt8_pd_ps(s + 8 * i));
-        }
-        _mm_sfence();
-    } else {
-        for (; i + 8 <= n; i += 8) {
-            _mm256_storeu_ps((float *)(void *)(d + 4 * i), cvt8_pd_ps(s + 8 * i));
-        }
+    __m256i y = _mm256_castps_si256(cvt8_pd_ps(s));
+    if (sat)
+        y = _mm256_add_epi32(y, _mm256_cmpeq_epi32(_mm256_and_si256(y, _mm256_set1_epi32(0x7FFFFFFF)),
+                                                   _mm256_set1_epi32(0x7F800000)));
+    if (nt) _mm256_stream_si256((__m256i *)(void *)d, y);
+    else _mm256_storeu_si256((__m256i *)(void *)d, y);
+}
+ALWAYS_INLINE void f64_from_f32_8(unsigned char *d, const unsigned char *s, int sat, int nt)
+{
+    for (int h = 0; h < 2; h++) {
+        __m256i y = _mm256_castpd_si256(_mm256_cvtps_pd(_mm_loadu_ps((const float *)(const void *)(s + 16 * h))));
+        if (sat)
+            y = _mm256_add_epi64(y, _mm256_cmpeq_epi64(_mm256_and_si256(y, _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll)),
+                                                       _mm256_set1_epi64x(0x7FF0000000000000ll)));
+        if (nt) _mm256_stream_si256((__m256i *)(void *)(d + 32 * h), y);
+        else _mm256_storeu_si256((__m256i *)(void *)(d + 32 * h), y);
     }
-    _mm_setcsr(old);
-    mxp__scalar_kernels()->cvt[MXP_FLOAT32][MXP_FLOAT64][MXP__RNE](d + 4 * i, s + 8 * i, n - i, a);
 }
 
-/* float32 -> float64, exact (the RNE and SR entries). */
-static void cvt_f64_f32(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
-{
-    const unsigned char *s = (const unsigned char *)src;
-    unsigned char *d = (unsigned char *)dst;
-    const unsigned old = _mm_getcsr();
-    _mm_setcsr(CSR_MASK_ALL);
-    size_t i = 0;
-    if (a->saturate) {
-        const __m256i absm = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll), inf = _mm256_set1_epi64x(0x7FF0000000000000ll);
-        for (; i + 8 <= n; i += 8) {
-            const __m128 x0 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i));
-            const __m128 x1 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i + 16));
-            const __m256i y0 = _mm256_castpd_si256(_mm256_cvtps_pd(x0)), y1 = _mm256_castpd_si256(_mm256_cvtps_pd(x1));
-            const __m256i i0 = _mm256_cmpeq_epi64(_mm256_and_si256(y0, absm), inf);
-            const __m256i i1 = _mm256_cmpeq_epi64(_mm256_and_si256(y1, absm), inf);
-            _mm256_storeu_si256((__m256i *)(void *)(d + 8 * i), _mm256_add_epi64(y0, i0));
-            _mm256_storeu_si256((__m256i *)(void *)(d + 8 * i + 32), _mm256_add_epi64(y1, i1));
-        }
-    } else if (n * 12 >= mxp__nt_threshold && (uintptr_t)d % 8 == 0) {
-        /* large: streaming stores (no read-for-ownership of the destination), which need it
-         * 32-byte aligned: the reference up to there */
-        i = ((32 - (uintptr_t)d % 32) % 32) / 8;
-        if (i > n) i = n;
-        mxp__scalar_kernels()->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__RNE](d, s, i, a);
-        for (; i + 8 <= n; i += 8) {
-            const __m128 x0 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i));
-            const __m128 x1 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i + 16));
-            _mm256_stream_pd((double *)(void *)(d + 8 * i), _mm256_cvtps_pd(x0));
-            _mm256_stream_pd((double *)(void *)(d + 8 * i + 32), _mm256_cvtps_pd(x1));
-        }
-        _mm_sfence();
-    } else {
-        for (; i + 8 <= n; i += 8) {
-            const __m128 x0 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i));
-            const __m128 x1 = _mm_loadu_ps((const float *)(const void *)(s + 4 * i + 16));
-            _mm256_storeu_pd((double *)(void *)(d + 8 * i), _mm256_cvtps_pd(x0));
-            _mm256_storeu_pd((double *)(void *)(d + 8 * i + 32), _mm256_cvtps_pd(x1));
-        }
+/*
+ * The frame both kernels share: MXCSR set for the call (masked, no FTZ/DAZ, nearest-even) and
+ * restored; steps of 8 specialised on saturate and streaming; the scalar reference (ref) for
+ * the tail, and for the head up to the 32-byte boundary when streaming. Streaming: calls that
+ * read + write at least mxp__nt_threshold bytes, without saturation (rare, and the plain loop
+ * keeps one fewer copy), with an element-aligned destination.
+ */
+#define F64_KERNEL(name, ib, ob, step)                                                            \
+    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)               \
+    {                                                                                             \
+        const unsigned char *s = (const unsigned char *)src;                                      \
+        unsigned char *d = (unsigned char *)dst;                                                  \
+        const mxp__cvt_fn ref = mxp__scalar_kernels()->cvt[(ob) == 4 ? MXP_FLOAT32 : MXP_FLOAT64] \
+                                                         [(ib) == 4 ? MXP_FLOAT32 : MXP_FLOAT64][MXP__RNE]; \
+        const unsigned old = _mm_getcsr();                                                        \
+        _mm_setcsr(CSR_MASK_ALL);                                                                 \
+        size_t i = 0;                                                                             \
+        if (a->saturate) {                                                                        \
+            for (; i + 8 <= n; i += 8) step(d + (ob) * i, s + (ib) * i, 1, 0);                    \
+        } else if (n * ((ib) + (ob)) >= mxp__nt_threshold && (uintptr_t)d % (ob) == 0) {          \
+            i = ((32 - (uintptr_t)d % 32) % 32) / (ob);                                           \
+            if (i > n) i = n;                                                                     \
+            ref(d, s, i, a);                                                                      \
+            for (; i + 8 <= n; i += 8) step(d + (ob) * i, s + (ib) * i, 0, 1);                    \
+            _mm_sfence();                                                                         \
+        } else {                                                                                  \
+            for (; i + 8 <= n; i += 8) step(d + (ob) * i, s + (ib) * i, 0, 0);                    \
+        }                                                                                         \
+        _mm_setcsr(old);                                                                          \
+        ref(d + (ob) * i, s + (ib) * i, n - i, a);                                                \
     }
-    _mm_setcsr(old);
-    mxp__scalar_kernels()->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__RNE](d + 8 * i, s + 4 * i, n - i, a);
-}
+
+/* float64 -> float32 nearest-even (the RNE entry; stochastic rounding stays scalar) */
+F64_KERNEL(cvt_f32_f64, 8, 4, f32_from_f64_8)
+/* float32 -> float64, exact (the RNE and SR entries) */
+F64_KERNEL(cvt_f64_f32, 4, 8, f64_from_f32_8)
 
 /* Round to odd, element by element (the tail): the scalar reference's float64 -> float32
  * toward zero would need its own mode, so this is done on the bits. */

@@ -77,6 +77,34 @@ bool mxp__isa_in_default(mxp__isa_id isa);
 #define MXP__NT_THRESHOLD_DEFAULT ((size_t)24 << 20)
 extern size_t mxp__nt_threshold;
 
+/*
+ * The floating-point environment around a kernel call. The SIMD kernels (and the scalar
+ * unscale's float32 multiply) use the SSE/AVX floating-point unit, which raises exception flags
+ * (inexact, overflow, invalid for a signalling NaN) and traps where the caller unmasked an
+ * exception (feenableexcept, a common way to catch NaNs while debugging training code). So the
+ * array passes (conversion chunks in convert.c, mxp_all_finite and mxp_unscale_check in
+ * loss_scale.c) run with every exception
+ * masked and give MXCSR back exactly as they found it (rounding mode, masks and flags): no
+ * SIGFPE, no stray flags for the caller's fetestexcept. Reading MXCSR costs about a cycle;
+ * writing it (only when something is unmasked or a flag was raised) some tens.
+ *     const unsigned csr = mxp__fenv_enter();  ...kernel...;  mxp__fenv_leave(csr);
+ */
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && defined(__SSE__)
+static inline unsigned mxp__fenv_enter(void)
+{
+    const unsigned csr = __builtin_ia32_stmxcsr();
+    if ((csr & 0x1F80u) != 0x1F80u) __builtin_ia32_ldmxcsr(csr | 0x1F80u);
+    return csr;
+}
+static inline void mxp__fenv_leave(unsigned csr)
+{
+    if (__builtin_ia32_stmxcsr() != csr) __builtin_ia32_ldmxcsr(csr);
+}
+#else
+static inline unsigned mxp__fenv_enter(void) { return 0; }
+static inline void mxp__fenv_leave(unsigned csr) { (void)csr; }
+#endif
+
 /* Register functions, one per (operation family, ISA) file. The scalar ones fill every entry. */
 void mxp__cvt_register_scalar(mxp__kernels *k);
 void mxp__finite_register_scalar(mxp__kernels *k);
