@@ -12,5 +12,6 @@
 #include "mixprec/policy.h"
 #include "mixprec/policy_map.h"
 #include "mixprec/loss_scale.h"
+#include "mixprec/quant.h"
 
 #endif /* MIXPREC_H */

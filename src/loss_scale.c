@@ -1,5 +1,5 @@
 /*
- * loss_scale.c - no-op / static / dynamic loss scales (DESIGN.md section 7, jmp semantics),
+ * loss_scale.c - no-op / static / dynamic loss scales (docs/DESIGN.md section 7, jmp semantics),
  * the public all-finite and unscale-and-check entry points (the work is in the kernels),
  * skip-step select, the data-parallel reduction hook, and save/restore as one line of text.
  *
@@ -42,7 +42,7 @@ mxp_loss_scale mxp_loss_scale_dynamic(float initial_scale)
 }
 
 /* NULL when s is valid, else a static description of the first broken rule. The rules are
- * DESIGN.md's, for every kind (a static or no-op state carries the same fields), plus
+ * docs/DESIGN.md's, for every kind (a static or no-op state carries the same fields), plus
  * 0 <= counter < period for a dynamic one (adjust relies on it). */
 static const char *invalid_reason(const mxp_loss_scale *s)
 {

@@ -1,7 +1,7 @@
 /*
  * mixprec/convert.h - exact, fast conversion between the six floating dtypes.
  *
- * Rules (DESIGN.md section 4):
+ * Rules (docs/DESIGN.md section 4):
  *  - all 36 pairs of floating dtypes; widening is exact;
  *  - narrowing rounds the exact source value once, to nearest, ties to even (float64 ->
  *    float16 never double-rounds through float32);

@@ -15,7 +15,7 @@
  *         if (mxp_loss_scale_at_min(ls)) ...                            // scale collapsed: warn
  *     }
  *
- * The state is a plain value (DESIGN.md section 7): copy it, compare it, store it. Every
+ * The state is a plain value (docs/DESIGN.md section 7): copy it, compare it, store it. Every
  * function here is pure or acts only on the buffers / trees you pass; none allocates, and all
  * are thread-safe on distinct data.
  */

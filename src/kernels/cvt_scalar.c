@@ -1,7 +1,7 @@
 /*
  * cvt_scalar.c - the scalar reference for every conversion between the six floating dtypes.
  *
- * This file is the source of truth (DESIGN.md section 4): every SIMD path must give the same
+ * This file is the source of truth (docs/DESIGN.md section 4): every SIMD path must give the same
  * bits, and every SIMD kernel reaches these functions for its tail. It fills all 36 x 2 entries
  * k->cvt[dst][src][MXP__RNE / MXP__SR].
  *
@@ -18,7 +18,7 @@
  *     round once to the target, encode;
  *  5. identity copies and the register function.
  *
- * Decisions every ISA path must reproduce bit for bit (DESIGN.md leaves them open):
+ * Decisions every ISA path must reproduce bit for bit (docs/DESIGN.md leaves them open):
  *  - NaN out: the target's quiet NaN of the input's sign, carrying the top bits of the source
  *    payload (truncated when narrowing, zero-filled below when widening), quiet bit forced on:
  *        S 11..1 1 (payload top bits)

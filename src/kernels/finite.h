@@ -27,7 +27,7 @@
  */
 uint32_t mxp__unscale_tiny_threshold(float inv);
 
-/* (float)(1.0 / (double)scale) as DESIGN.md section 7 defines inv, with the bits of the
+/* (float)(1.0 / (double)scale) as docs/DESIGN.md section 7 defines inv, with the bits of the
  * default floating-point environment whatever FTZ/DAZ or the rounding direction say. */
 float mxp__unscale_inv(float scale);
 

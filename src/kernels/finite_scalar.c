@@ -3,7 +3,7 @@
  *
  * all_finite: one full pass ORing "exponent field all ones" tests (no early exit).
  *
- * unscale_check (DESIGN.md section 7): x := x * inv, as a float32 product rounded once to
+ * unscale_check (docs/DESIGN.md section 7): x := x * inv, as a float32 product rounded once to
  * nearest-even (float64 product for float64), then rounded to nearest-even into the element's
  * dtype. The reference does the arithmetic on integers - decode both operands to
  * (sign, integer significand, power of two), multiply the significands exactly, round once
