@@ -8,6 +8,8 @@ pkgs=""
 need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' || pkgs="$pkgs $1"; }
 
 need cmake; need make; need gcc; need pkg-config; need libcmocka-dev; need zlib1g-dev
+# jansson: the JSON header of safetensors files (the mixprec tool, tools/)
+need libjansson-dev
 # SIMDe: portable AVX-512 intrinsics for the emulated-AVX-512 tests (headers only, tests only)
 [ "$(uname -m)" = x86_64 ] && need libsimde-dev
 case "$what" in
