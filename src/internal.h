@@ -26,4 +26,12 @@ static inline bool mxp__dtype_valid(mxp_dtype d) { return (unsigned)d < MXP_DTYP
  * nothing else writes it. */
 extern size_t mxp__convert_min_per_thread;
 
+/* mxp_matmul_int8 on a given kernel table, with sums of at most k32_max products in int32
+ * before they are added in int64 (0 or above MXP__QMM_K32_MAX: MXP__QMM_K32_MAX). Tests use it
+ * to run every ISA's kernels and to reach the int64 path with small k. */
+struct mxp__kernels;
+mxp_status mxp__matmul_int8_k(const struct mxp__kernels *kt, size_t k32_max, void *y,
+                              mxp_dtype yt, const int8_t *a, const float *sa, const int8_t *b,
+                              const float *sb, size_t m, size_t k, size_t n);
+
 #endif /* MIXPREC_INTERNAL_H */

@@ -46,6 +46,7 @@ const char *mxp__isa_name(mxp__isa_id isa)
 typedef struct x86_features {
     bool avx2, avx512;  /* what the two paths require, OS support included */
     bool bf16, fp16;    /* AVX512_BF16 (one extra kernel) / AVX512_FP16 (informational) */
+    bool vnni;          /* AVX512_VNNI (int8 matmul kernels) */
 } x86_features;
 
 static uint64_t xgetbv0(void)
@@ -57,7 +58,7 @@ static uint64_t xgetbv0(void)
 
 static x86_features x86_detect(void)
 {
-    x86_features f = {false, false, false, false};
+    x86_features f = {false, false, false, false, false};
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     const bool osxsave = (c >> 27) & 1u, avx = (c >> 28) & 1u, fma = (c >> 12) & 1u,
@@ -70,6 +71,7 @@ static x86_features x86_detect(void)
     const bool avx2 = (b >> 5) & 1u, avx512f = (b >> 16) & 1u, avx512dq = (b >> 17) & 1u,
                avx512bw = (b >> 30) & 1u, avx512vl = (b >> 31) & 1u;
     f.fp16 = (d >> 23) & 1u;
+    f.vnni = (c >> 11) & 1u;
     const unsigned max_sub = a;
     if (max_sub >= 1) {
         __cpuid_count(7, 1, a, b, c, d);
@@ -79,6 +81,7 @@ static x86_features x86_detect(void)
     f.avx512 = f.avx2 && zmm_os && avx512f && avx512dq && avx512bw && avx512vl;
     f.bf16 = f.bf16 && f.avx512;
     f.fp16 = f.fp16 && f.avx512;
+    f.vnni = f.vnni && f.avx512;
     return f;
 }
 #endif
@@ -109,12 +112,14 @@ static void build(mxp__isa_id isa)
     k->isa = isa;
     mxp__cvt_register_scalar(k);
     mxp__finite_register_scalar(k);
+    mxp__qmm_register_scalar(k);
     switch (isa) {
 #if defined(__x86_64__)
     case MXP__ISA_AVX2:
         mxp__cvt_register_avx2(k);
         mxp__cvt_register_f64_avx2(k);
         mxp__finite_register_avx2(k);
+        mxp__qmm_register_avx2(k);
         mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx2);
         break;
     case MXP__ISA_AVX512:
@@ -124,6 +129,11 @@ static void build(mxp__isa_id isa)
 #endif
         mxp__cvt_register_f64_avx2(k);
         mxp__finite_register_avx512(k);
+#if defined(MXP_AVX512_EMULATED)
+        mxp__qmm_register_avx512(k, true); /* emulated: both variants run (test_qmatmul) */
+#elif defined(MXP_X86_CPUID)
+        mxp__qmm_register_avx512(k, x86_detect().vnni);
+#endif
         mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx2);
         break;
 #endif

@@ -45,6 +45,39 @@ typedef bool (*mxp__finite_fn)(const void *x, size_t n);
  * float64 product for float64); returns false if any input or result is non-finite. */
 typedef bool (*mxp__unscale_fn)(void *x, size_t n, float inv);
 
+/*
+ * int8 matmul (mxp_matmul_int8; blocking and the int64 chunking are in src/qmatmul.c). An ISA
+ * packs blocks of a and b in a layout only it reads, multiplies them into int32 sums, and
+ * descales a row. Sums over at most MXP__QMM_K32_MAX products are exact in int32:
+ * |a * b| <= 128 * 128 = 2^14 and 131071 * 2^14 < 2^31, whatever the order of the additions,
+ * and also when a kernel adds with wrap-around (VPDPBUSD) as long as the final value fits.
+ */
+#define MXP__QMM_K32_MAX ((size_t)131071)
+typedef struct mxp__qmm_ops {
+    const char *name; /* "scalar", "avx2", "avx512bw", "avx512vnni", ... */
+    size_t kc, mc, nc; /* block sizes for pack_b / pack_a / block (kc <= MXP__QMM_K32_MAX) */
+    size_t rows_max_m; /* rows() is used for m <= this (0: never) */
+    size_t rows_kc, rows_nc; /* block sizes for rows() */
+    /* Bytes of a packed b block of kc x nc, of a packed a block of mc x kc. */
+    size_t (*b_size)(size_t kc, size_t nc);
+    size_t (*a_size)(size_t mc, size_t kc);
+    /* Pack b[p * ldb + j] (p < kc, j < nc) / a[i * lda + p] (i < mc, p < kc) into dst
+     * (64-byte aligned, b_size / a_size bytes). */
+    void (*pack_b)(void *dst, const int8_t *b, size_t ldb, size_t kc, size_t nc);
+    void (*pack_a)(void *dst, const int8_t *a, size_t lda, size_t mc, size_t kc);
+    /* c[i * ldc + j] = (first ? 0 : c[i * ldc + j]) + sum_{p < kc} a[i][p] * b[p][j] for i < mc,
+     * j < nc, from blocks packed with the same mc, kc, nc. */
+    void (*block)(int32_t *c, size_t ldc, const void *ap, const void *bp, size_t mc, size_t kc,
+                  size_t nc, bool first);
+    /* The same from unpacked a and b (small m: packing b would cost more than the product). */
+    void (*rows)(int32_t *c, size_t ldc, const int8_t *a, size_t lda, const int8_t *b,
+                 size_t ldb, size_t mc, size_t kc, size_t nc, bool first);
+    /* y[j] = (float)acc[j] / (sa * sb[j]) for j < n, y float32 at any alignment: int32 ->
+     * float32 rounded once, float32 product, float32 division (nearest even: the caller sets
+     * the mode, mxp__fenv_enter_ieee). */
+    void (*descale)(void *y, const int32_t *acc, size_t n, float sa, const float *sb);
+} mxp__qmm_ops;
+
 typedef struct mxp__kernels {
     const char *name; /* "scalar", "avx2", "avx512", "neon" */
     mxp__isa_id isa;
@@ -52,6 +85,7 @@ typedef struct mxp__kernels {
     mxp__cvt_fn cvt[MXP_FLOAT_DTYPE_COUNT][MXP_FLOAT_DTYPE_COUNT][MXP__NMODES];
     mxp__finite_fn all_finite[MXP_FLOAT_DTYPE_COUNT];
     mxp__unscale_fn unscale_check[MXP_FLOAT_DTYPE_COUNT];
+    mxp__qmm_ops qmm; /* int8 matmul */
 } mxp__kernels;
 
 /* The table in use (MIXPREC_ISA honoured, chosen once). Never NULL. */
@@ -100,14 +134,26 @@ static inline void mxp__fenv_leave(unsigned csr)
 {
     if (__builtin_ia32_stmxcsr() != csr) __builtin_ia32_ldmxcsr(csr);
 }
+/* As mxp__fenv_enter, and also round to nearest even with flush-to-zero and denormals-are-zero
+ * off, whatever the caller set: for float32 arithmetic whose result the API defines in IEEE
+ * terms (the int8 matmul descale). Undo with mxp__fenv_leave. */
+static inline unsigned mxp__fenv_enter_ieee(void)
+{
+    const unsigned csr = __builtin_ia32_stmxcsr();
+    const unsigned want = (csr & 0x3Fu) | 0x1F80u; /* keep the flags; masks on, RNE, no FTZ/DAZ */
+    if (csr != want) __builtin_ia32_ldmxcsr(want);
+    return csr;
+}
 #else
 static inline unsigned mxp__fenv_enter(void) { return 0; }
+static inline unsigned mxp__fenv_enter_ieee(void) { return 0; }
 static inline void mxp__fenv_leave(unsigned csr) { (void)csr; }
 #endif
 
 /* Register functions, one per (operation family, ISA) file. The scalar ones fill every entry. */
 void mxp__cvt_register_scalar(mxp__kernels *k);
 void mxp__finite_register_scalar(mxp__kernels *k);
+void mxp__qmm_register_scalar(mxp__kernels *k);
 /* float64 -> float32 rounded to odd (toward zero, lowest bit set when inexact), n elements,
  * src any alignment; see cvt_f64_avx2.c. */
 typedef void (*mxp__f64_odd_fn)(uint32_t *dst, const void *src, size_t n);
@@ -125,6 +171,9 @@ void mxp__cvt_register_avx512(mxp__kernels *k);
 /* avx512 table on a CPU with AVX512_BF16: float32 -> bfloat16 nearest-even by VCVTNEPS2BF16 */
 void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
 void mxp__finite_register_avx512(mxp__kernels *k);
+void mxp__qmm_register_avx2(mxp__kernels *k);
+/* vnni: VPDPBUSD kernels (AVX512_VNNI), otherwise AVX-512BW VPMADDWD kernels */
+void mxp__qmm_register_avx512(mxp__kernels *k, bool vnni);
 #endif
 #if defined(__aarch64__)
 void mxp__cvt_register_neon(mxp__kernels *k);
