@@ -1,0 +1,246 @@
+#!/bin/sh
+# cli_test.sh MIXPREC MKST - end-to-end tests of the mixprec command line: exit codes, messages,
+# round trips (cast -> cast back is bit-exact where the formats allow), policy maps, sharded
+# checkpoints, atomic output under injected failures (RLIMIT_FSIZE, SIGINT mid-way, a bad tensor
+# in the middle), OUT == IN, --force, --dry-run, quantize / dequantize, report.
+# The files come from mkst (tools/tests/mkst.c), which writes them through the library's
+# float64 conversion and reads them back with its own bit decoding.
+set -u
+M=$1
+K=$2
+T=$(mktemp -d "${TMPDIR:-/tmp}/mixprec_cli.XXXXXX")
+trap 'rm -rf "$T"' EXIT INT TERM
+cd "$T" || exit 1
+fails=0
+ok() { printf 'ok   %s\n' "$1"; }
+bad() { printf 'FAIL %s\n' "$1"; fails=$((fails + 1)); }
+# expect CODE DESC CMD...: run, compare the exit code
+expect() {
+    want=$1; desc=$2; shift 2
+    "$@" >out.txt 2>err.txt
+    got=$?
+    if [ "$got" = "$want" ]; then ok "$desc"; else bad "$desc (exit $got, want $want)"; cat err.txt; fi
+}
+has() { # has FILE TEXT DESC
+    if grep -q -- "$2" "$1"; then ok "$3"; else bad "$3 ('$2' not in $1)"; cat "$1"; fi
+}
+no_temps() { # no temporary file left in the directory
+    if ls -A "${1:-.}" | grep -q 'tmp-'; then bad "$2: temporary file left"; ls -A "${1:-.}"; else ok "$2: no temporary file"; fi
+}
+
+# ---- surface --------------------------------------------------------------------------------
+expect 0 "--version" "$M" --version
+has out.txt "mixprec 0" "--version prints the version"
+expect 2 "no arguments is a usage error" "$M"
+expect 2 "unknown command" "$M" frobnicate
+for c in inspect validate cast quantize report; do
+    expect 0 "$c --help" "$M" $c --help
+    has out.txt "example" "$c --help has a worked example"
+done
+expect 2 "unknown option" "$M" inspect --bogus x
+expect 2 "cast without a policy" "$M" cast a b
+expect 3 "missing input is an I/O error" "$M" inspect nothere.safetensors
+has err.txt "nothere.safetensors" "the message names the file"
+
+# ---- files ------------------------------------------------------------------------------------
+"$K" write model.safetensors 'fc.weight=F32[16,40]:rand' 'fc.bias=F32[16]:rand' \
+    'layer_norm.weight=F32[40]:ones' 'emb=BF16[8,12]:rand' 'step=I64[]:ramp' \
+    'mask=BOOL[5]:ramp' 'q=F8_E8M0[4]:ramp' || exit 1
+expect 0 "validate a good file" "$M" validate model.safetensors
+expect 0 "validate --strict a file of our writer" "$M" validate --strict model.safetensors
+expect 0 "inspect" "$M" inspect model.safetensors
+has out.txt "fc.weight" "inspect lists tensors"
+has out.txt "source = mkst" "inspect shows metadata"
+expect 0 "inspect --json" "$M" inspect --json model.safetensors
+if command -v python3 >/dev/null 2>&1; then
+    if python3 -c 'import json,sys; d=json.load(open("out.txt")); assert len(d["tensors"])==7; assert d["totals"]["all"]["tensors"]==7' 2>err.txt
+    then ok "inspect --json is JSON with 7 tensors"; else bad "inspect --json"; cat err.txt; fi
+fi
+
+# malformed files: exit 1, the message names the file and the rule
+hdr() { # hdr FILE JSON DATA_BYTES
+    python3 - "$1" "$2" "$3" <<'PY'
+import struct, sys
+h = sys.argv[2].encode()
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + b'\0' * int(sys.argv[3]))
+PY
+}
+if command -v python3 >/dev/null 2>&1; then
+    hdr gap.safetensors '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}}' 20
+    expect 1 "gap: exit 1" "$M" validate gap.safetensors
+    has err.txt "gap.safetensors: tensor 'b'.*rule: gap" "gap: file, tensor and rule named"
+    hdr dup.safetensors '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' 8
+    expect 1 "duplicate key: exit 1" "$M" validate dup.safetensors
+    has err.txt "rule: duplicate-key" "duplicate key named"
+    hdr trunc.safetensors '{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}' 9
+    expect 1 "truncated: exit 1" "$M" inspect trunc.safetensors
+    has err.txt "rule: truncated" "truncated named"
+    expect 1 "cast of a bad file: exit 1" "$M" cast trunc.safetensors x.safetensors --policy bf16
+    [ -e x.safetensors ] && bad "cast of a bad file wrote an output" || ok "cast of a bad file wrote nothing"
+    printf 'abc' > short.safetensors
+    expect 1 "3-byte file: exit 1" "$M" validate short.safetensors
+    hdr unpadded.safetensors '{}' 0
+    expect 0 "unpadded header: valid" "$M" validate unpadded.safetensors
+    expect 1 "unpadded header: --strict refuses" "$M" validate --strict unpadded.safetensors
+    has err.txt "rule: strict-alignment" "strict rule named"
+fi
+
+# ---- cast round trips -------------------------------------------------------------------------
+"$K" write narrow.safetensors 'a=BF16[33,7]:rand' 'b=F16[100]:rand' 'c=F16[9]:tiny' \
+    'd=F8_E4M3[64]:ramp' 'e=F8_E5M2[5,5]:rand' 'i=I32[3]:ramp' || exit 1
+expect 0 "cast narrow -> float32" "$M" cast narrow.safetensors wide.safetensors --policy f32 --quiet
+expect 0 "cast float32 -> narrow again (map)" sh -c "printf '%s\n' 'a = bf16' '[bc] = f16' 'd = e4m3' 'e = e5m2' > back.map && '$M' cast wide.safetensors back.safetensors --map back.map --quiet"
+if cmp -s narrow.safetensors back.safetensors; then ok "narrow -> f32 -> narrow is bit-exact"; else bad "narrow -> f32 -> narrow differs"; fi
+expect 0 "cast narrow -> float64" "$M" cast narrow.safetensors wide64.safetensors --policy f64 --quiet
+expect 0 "cast float64 -> narrow again" "$M" cast wide64.safetensors back64.safetensors --map back.map --quiet
+if cmp -s narrow.safetensors back64.safetensors; then ok "narrow -> f64 -> narrow is bit-exact"; else bad "narrow -> f64 -> narrow differs"; fi
+"$K" dump wide.safetensors c > c32.txt; "$K" dump narrow.safetensors c > c16.txt
+if cmp -s c32.txt c16.txt; then ok "widening keeps every value (subnormals included)"; else bad "widening changed values"; fi
+expect 0 "inspect the cast output" "$M" inspect --json wide.safetensors
+has out.txt '"source":"mkst"' "metadata kept through cast"
+has out.txt '"i","dtype":"I32"' "integers copied as they are"
+
+# a policy map: bfloat16 except the norms
+printf '@default = bf16\n.*norm.* = float32\n' > policy.map
+expect 0 "cast --map --dry-run" "$M" cast model.safetensors m16.safetensors --map policy.map --dry-run
+has out.txt "layer_norm.weight.*-> F32" "dry-run: norm stays float32"
+has out.txt "fc.weight.*-> BF16.*@default" "dry-run: rule named"
+has out.txt "^total: 7 tensors" "dry-run: totals"
+[ -e m16.safetensors ] && bad "dry-run wrote a file" || ok "dry-run wrote nothing"
+expect 0 "cast --map" "$M" cast model.safetensors m16.safetensors --map policy.map --threads 2
+expect 0 "cast output is valid (strict)" "$M" validate --strict m16.safetensors
+"$M" inspect m16.safetensors > insp.txt
+has insp.txt "layer_norm.weight  *F32" "norm kept in float32"
+has insp.txt "fc.weight  *BF16" "weights in bfloat16"
+has insp.txt "q  *F8_E8M0" "unconvertible dtype copied"
+no_temps . "after cast"
+printf 'fc[.].* = bf16\n.*weight = f16\n' > amb.map
+expect 2 "an ambiguous map is a usage error" "$M" cast model.safetensors amb.safetensors --map amb.map
+has err.txt "fc.weight" "ambiguity names the tensor"
+
+# ---- OUT rules -----------------------------------------------------------------------------------
+cp m16.safetensors keep.copy
+expect 2 "existing OUT without --force" "$M" cast model.safetensors m16.safetensors --policy f16
+has err.txt "already exists" "message says it exists"
+cmp -s m16.safetensors keep.copy && ok "existing OUT untouched" || bad "existing OUT changed"
+expect 0 "existing OUT with --force" "$M" cast model.safetensors m16.safetensors --policy f16 --force --quiet
+expect 2 "OUT == IN refused" "$M" cast model.safetensors model.safetensors --policy f16 --force
+ln model.safetensors hard.safetensors
+expect 2 "OUT == IN through a hard link refused" "$M" cast model.safetensors hard.safetensors --policy f16 --force
+ln -s model.safetensors sym.safetensors
+expect 2 "OUT == IN through a symlink refused" "$M" cast sym.safetensors ./model.safetensors --policy f16 --force
+cmp -s model.safetensors hard.safetensors && ok "input untouched" || bad "input changed"
+expect 2 "OUT is a directory" "$M" cast model.safetensors . --policy f16 --force
+
+# ---- atomic output under failures ------------------------------------------------------------------
+"$K" write big.safetensors 'w=F32[512,1024]:rand' || exit 1
+( ulimit -f 64; "$M" cast big.safetensors limited.safetensors --policy f32 --quiet --force ) >out.txt 2>err.txt
+rc=$?
+[ "$rc" = 3 ] && ok "file size limit: exit 3" || { bad "file size limit: exit $rc, want 3"; cat err.txt; }
+has err.txt "limited.safetensors" "disk-full message names the file"
+[ -e limited.safetensors ] && bad "file size limit left OUT" || ok "file size limit left no OUT"
+no_temps . "file size limit"
+
+"$K" write sig.safetensors 'w=F32[4096,8192]:ramp' || exit 1   # 128 MiB
+killed=0
+for delay in 0.3 0.15 0.05; do
+    "$M" cast sig.safetensors sigout.safetensors --policy f16 --threads 1 --quiet --force &
+    pid=$!
+    sleep $delay
+    kill -INT $pid 2>/dev/null
+    wait $pid
+    rc=$?
+    if [ "$rc" -gt 128 ]; then killed=1; break; fi
+    rm -f sigout.safetensors
+done
+if [ $killed = 1 ]; then
+    ok "SIGINT mid-way killed the cast (exit $rc)"
+    [ -e sigout.safetensors ] && bad "SIGINT left OUT" || ok "SIGINT left no OUT"
+    no_temps . "SIGINT"
+else
+    echo "skip SIGINT: the cast always finished before the signal"
+fi
+rm -f sig.safetensors sigout.safetensors
+
+# ---- sharded checkpoints ----------------------------------------------------------------------
+mkdir -p sh
+expect 2 "--max-shard-size without a unit" "$M" cast model.safetensors sh/model.safetensors.index.json --policy bf16 --max-shard-size 1000
+expect 2 "--max-shard-size with a single-file OUT" "$M" cast model.safetensors x.safetensors --policy bf16 --max-shard-size 1KB
+expect 0 "cast to shards" "$M" cast model.safetensors sh/model.safetensors.index.json --policy bf16 --max-shard-size 1KB --quiet
+n=$(ls sh | grep -c 'model-0000[0-9]-of-0000[0-9].safetensors')
+[ "$n" -ge 2 ] && ok "several shards written ($n)" || bad "shards: $n"
+expect 0 "validate the sharded checkpoint (strict)" "$M" validate --strict sh/model.safetensors.index.json
+expect 0 "inspect the sharded checkpoint" "$M" inspect sh/model.safetensors.index.json
+has out.txt "7 tensors" "all tensors listed"
+expect 0 "shards -> one file" "$M" cast sh/model.safetensors.index.json joined.safetensors --policy bf16 --quiet
+expect 0 "direct cast" "$M" cast model.safetensors direct.safetensors --policy bf16 --quiet
+cmp -s joined.safetensors direct.safetensors && ok "sharded round trip equals the direct cast" || bad "sharded round trip differs"
+expect 2 "existing shards refused without --force" "$M" cast model.safetensors sh/model.safetensors.index.json --policy bf16 --max-shard-size 1KB
+expect 2 "a shard as OUT of its own checkpoint" "$M" cast sh/model.safetensors.index.json "sh/$(ls sh | grep -m1 'of-')" --policy bf16 --force
+no_temps sh "sharded"
+# break the index: a tensor mapped to the wrong shard
+python3 - <<'PY' 2>/dev/null && { expect 1 "wrong shard in the index: exit 1" "$M" validate sh/model.safetensors.index.json; has err.txt "rule: index" "index rule named"; }
+import json
+p = 'sh/model.safetensors.index.json'
+d = json.load(open(p))
+names = sorted(set(d['weight_map'].values()))
+k = sorted(d['weight_map'])[0]
+d['weight_map'][k] = [n for n in names if n != d['weight_map'][k]][0]
+json.dump(d, open(p, 'w'))
+PY
+
+# ---- report -------------------------------------------------------------------------------------
+"$K" write rep.safetensors 'big.w=F32[4,8]:big' 'tiny.w=F32[4,8]:tiny' 'ok.w=F32[4,8]:rand' || exit 1
+expect 0 "report --dtype f16" "$M" report rep.safetensors --dtype f16
+head -2 out.txt | tail -1 > first.txt
+has first.txt "big.w" "worst tensor first"
+expect 0 "report --json" "$M" report rep.safetensors --dtype f16 --json
+if python3 - <<'PY'
+import json
+r = json.load(open('out.txt'))
+by = {x['tensor']: x for x in r}
+assert r[0]['tensor'] == 'big.w'
+assert by['big.w']['overflow'] > 0 and by['big.w']['sqnr_db'] == '-inf'
+assert by['tiny.w']['flushed_to_zero'] == 32, by['tiny.w']
+assert by['ok.w']['overflow'] == 0 and by['ok.w']['flushed_to_zero'] == 0
+assert 40 < by['ok.w']['sqnr_db'] < 90
+PY
+then ok "report numbers: overflow, flush to zero, SQNR"; else bad "report numbers"; cat out.txt; fi
+expect 2 "report needs --dtype or --scheme" "$M" report rep.safetensors
+expect 2 "report --dtype int8 is not floating" "$M" report rep.safetensors --dtype int8
+
+# ---- quantize -------------------------------------------------------------------------------------
+if "$M" quantize --help >/dev/null && "$M" quantize model.safetensors qprobe.safetensors --scheme int8 --dry-run >/dev/null 2>&1; then
+    for s in int8 int4 fp8 mxfp8; do
+        expect 0 "quantize --scheme $s" "$M" quantize model.safetensors q$s.safetensors --scheme $s --quiet
+        expect 0 "quantize $s output is valid" "$M" validate --strict q$s.safetensors
+        "$M" inspect q$s.safetensors > qi.txt
+        has qi.txt "fc.weight_scale" "$s: X_scale written"
+        has qi.txt "layer_norm.weight  *F32" "$s: norm kept"
+        has qi.txt "fc.bias  *F32" "$s: 1-D kept"
+        expect 0 "cast $s back to floats" "$M" cast q$s.safetensors d$s.safetensors --policy f32 --quiet
+        "$M" inspect d$s.safetensors > di.txt
+        has di.txt "fc.weight  *F32  *\[16, 40\]" "$s: dequantized to the original shape"
+        if grep -q weight_scale di.txt; then bad "$s: scale left after dequantization"; else ok "$s: scales consumed"; fi
+        "$K" dump model.safetensors fc.weight > x.txt
+        "$K" dump d$s.safetensors fc.weight > y.txt
+        # error bound per scheme, relative to the tensor's max |x| (rows share a scale)
+        case $s in int8) tol=0.0040;; int4) tol=0.072;; fp8) tol=0.07;; mxfp8) tol=0.07;; esac
+        if paste x.txt y.txt | awk -v tol=$tol '{a=$1<0?-$1:$1; if(a>m)m=a; d=$1-$2; if(d<0)d=-d; if(d>e)e=d} END{ if (e <= tol*m) exit 0; print "max err", e, "amax", m; exit 1}'
+        then ok "$s: dequantized values within the scheme's bound"; else bad "$s: error bound"; fi
+    done
+    "$K" dump qint8.safetensors fc.weight_scale > s.txt
+    has s.txt "e-0" "int8 scales are dequantization multipliers (small)"
+    expect 0 "quantize --keep" "$M" quantize model.safetensors qk.safetensors --scheme int8 --keep 'fc\..*' --dry-run
+    has out.txt "fc.weight.*kept: matches fc" "--keep names the regex"
+    "$K" write nan.safetensors 'a.w=F32[4,4]:rand' 'b.w=F32[4,4]:nan' 'c.w=F32[4,4]:rand' || exit 1
+    expect 1 "a NaN weight in the middle: exit 1" "$M" quantize nan.safetensors qnan.safetensors --scheme int8
+    has err.txt "b.w" "the bad tensor is named"
+    [ -e qnan.safetensors ] && bad "bad tensor left OUT" || ok "bad tensor left no OUT"
+    no_temps . "bad tensor"
+else
+    echo "skip quantize: this build has no quantization"
+fi
+
+echo "$fails failure(s)"
+[ "$fails" = 0 ]
