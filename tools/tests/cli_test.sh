@@ -8,10 +8,17 @@
 set -u
 M=$1
 K=$2
-T=$(mktemp -d "${TMPDIR:-/tmp}/mixprec_cli.XXXXXX")
+# A tmpfs keeps the many fsyncs of the atomic writer cheap; any directory works.
+base=${TMPDIR:-/tmp}
+[ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm
+T=$(mktemp -d "$base/mixprec_cli.XXXXXX")
 trap 'rm -rf "$T"' EXIT INT TERM
 cd "$T" || exit 1
 fails=0
+# the system python when there is one (version-manager shims cost a second per start)
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+command -v $PY >/dev/null 2>&1 || PY=
 ok() { printf 'ok   %s\n' "$1"; }
 bad() { printf 'FAIL %s\n' "$1"; fails=$((fails + 1)); }
 # expect CODE DESC CMD...: run, compare the exit code
@@ -52,20 +59,20 @@ expect 0 "inspect" "$M" inspect model.safetensors
 has out.txt "fc.weight" "inspect lists tensors"
 has out.txt "source = mkst" "inspect shows metadata"
 expect 0 "inspect --json" "$M" inspect --json model.safetensors
-if command -v python3 >/dev/null 2>&1; then
-    if python3 -c 'import json,sys; d=json.load(open("out.txt")); assert len(d["tensors"])==7; assert d["totals"]["all"]["tensors"]==7' 2>err.txt
+if [ -n "$PY" ]; then
+    if $PY -c 'import json,sys; d=json.load(open("out.txt")); assert len(d["tensors"])==7; assert d["totals"]["all"]["tensors"]==7' 2>err.txt
     then ok "inspect --json is JSON with 7 tensors"; else bad "inspect --json"; cat err.txt; fi
 fi
 
 # malformed files: exit 1, the message names the file and the rule
 hdr() { # hdr FILE JSON DATA_BYTES
-    python3 - "$1" "$2" "$3" <<'PY'
+    $PY - "$1" "$2" "$3" <<'PY'
 import struct, sys
 h = sys.argv[2].encode()
 open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + b'\0' * int(sys.argv[3]))
 PY
 }
-if command -v python3 >/dev/null 2>&1; then
+if [ -n "$PY" ]; then
     hdr gap.safetensors '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}}' 20
     expect 1 "gap: exit 1" "$M" validate gap.safetensors
     has err.txt "gap.safetensors: tensor 'b'.*rule: gap" "gap: file, tensor and rule named"
@@ -179,7 +186,7 @@ expect 2 "existing shards refused without --force" "$M" cast model.safetensors s
 expect 2 "a shard as OUT of its own checkpoint" "$M" cast sh/model.safetensors.index.json "sh/$(ls sh | grep -m1 'of-')" --policy bf16 --force
 no_temps sh "sharded"
 # break the index: a tensor mapped to the wrong shard
-python3 - <<'PY' 2>/dev/null && { expect 1 "wrong shard in the index: exit 1" "$M" validate sh/model.safetensors.index.json; has err.txt "rule: index" "index rule named"; }
+$PY - <<'PY' 2>/dev/null && { expect 1 "wrong shard in the index: exit 1" "$M" validate sh/model.safetensors.index.json; has err.txt "rule: index" "index rule named"; }
 import json
 p = 'sh/model.safetensors.index.json'
 d = json.load(open(p))
@@ -195,7 +202,7 @@ expect 0 "report --dtype f16" "$M" report rep.safetensors --dtype f16
 head -2 out.txt | tail -1 > first.txt
 has first.txt "big.w" "worst tensor first"
 expect 0 "report --json" "$M" report rep.safetensors --dtype f16 --json
-if python3 - <<'PY'
+if [ -z "$PY" ] || $PY - <<'PY'
 import json
 r = json.load(open('out.txt'))
 by = {x['tensor']: x for x in r}
