@@ -225,6 +225,38 @@ static unsigned get_csr(void) { return __builtin_ia32_stmxcsr(); }
 static void set_csr(unsigned v) { __builtin_ia32_ldmxcsr(v); }
 #endif
 
+/* The table of isa as dispatched, restricted to the entries that differ from the ISA's own
+ * kernels (the others are the scalar reference's, i.e. "not accelerated", so every check
+ * skips them), built in *t; false when nothing differs. */
+static bool dispatched_diff(mxp__isa_id isa, mxp__kernels *t)
+{
+    const mxp__kernels *own = mxp__kernels_own(isa), *disp = mxp__kernels_for(isa), *ref = mxp__scalar_kernels();
+    if (!own || !disp) return false;
+    *t = *disp;
+    int n = 0;
+    for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
+        for (int s = 0; s < MXP_FLOAT_DTYPE_COUNT; s++)
+            for (int mode = 0; mode < MXP__NMODES; mode++) {
+                if (disp->cvt[d][s][mode] == own->cvt[d][s][mode]) t->cvt[d][s][mode] = ref->cvt[d][s][mode];
+                else n++;
+            }
+    return n > 0;
+}
+
+/* check_table on k, again with flush-to-zero (bit 15) and denormals-are-zero (bit 6) set */
+static int check_table_csr(const mxp__kernels *k)
+{
+    const int checked = check_table(k);
+#ifdef HAVE_MXCSR
+    const unsigned old = get_csr();
+    set_csr(old | 0x8040u);
+    const int again = check_table(k);
+    set_csr(old);
+    assert_int_equal(again, checked);
+#endif
+    return checked;
+}
+
 static void run_isa(mxp__isa_id isa)
 {
     if (!tu_isa_checked(isa)) {
@@ -237,36 +269,40 @@ static void run_isa(mxp__isa_id isa)
         print_message("%s\n", msg);
         skip();
     }
-    const int checked = check_table(mxp__kernels_for(isa));
+    /* the ISA's own kernels */
+    const mxp__kernels *k = mxp__kernels_own(isa), *ref = mxp__scalar_kernels();
+    const int checked = check_table_csr(k);
     /* Every SIMD table accelerates at least the 16 float32 <-> narrow entries. */
     assert_true(checked >= 16);
-    const mxp__kernels *k = mxp__kernels_for(isa), *ref = mxp__scalar_kernels();
     assert_ptr_not_equal(k->cvt[MXP_FLOAT16][MXP_FLOAT32][MXP__RNE], ref->cvt[MXP_FLOAT16][MXP_FLOAT32][MXP__RNE]);
     assert_ptr_not_equal(k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__SR], ref->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__SR]);
     assert_ptr_not_equal(k->cvt[MXP_FLOAT32][MXP_BFLOAT16][MXP__RNE], ref->cvt[MXP_FLOAT32][MXP_BFLOAT16][MXP__RNE]);
-#ifdef HAVE_MXCSR
-    /* Again with flush-to-zero (bit 15) and denormals-are-zero (bit 6) set. */
-    const unsigned old = get_csr();
-    set_csr(old | 0x8040u);
-    const int again = check_table(mxp__kernels_for(isa));
-    set_csr(old);
-    assert_int_equal(again, checked);
-#endif
+    /* and the table as dispatched where it differs (avx512: some entries are the avx2 kernels
+     * or choose by size and saturate; dispatch.c) */
+    mxp__kernels diff;
+    if (dispatched_diff(isa, &diff)) {
+        const int mixed = check_table_csr(&diff);
+        print_message("%s as dispatched: %d entries differ from its own kernels, checked\n", diff.name, mixed);
+        assert_true(mixed > 0);
+    }
 }
 
-/* The SIMD tables the data tests below check: every available ISA's that this program checks,
- * plus (emulated programs) the avx512 table with its AVX512_BF16 kernel, built in *scratch. */
-static int tables_to_check(const mxp__kernels *out[MXP__ISA_COUNT + 1], mxp__kernels *scratch)
+/* The SIMD tables the data tests below check: every available ISA's that this program checks
+ * (its own kernels, and the entries of the table as dispatched that differ from them: built in
+ * scratch[isa]), plus (emulated programs) the avx512 table with its AVX512_BF16 kernel, built in
+ * scratch[0]. */
+static int tables_to_check(const mxp__kernels *out[2 * MXP__ISA_COUNT + 1],
+                           mxp__kernels scratch[MXP__ISA_COUNT + 1])
 {
     int n = 0;
     for (int isa = 1; isa < MXP__ISA_COUNT; isa++) {
-        const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
-        if (k && tu_isa_checked((mxp__isa_id)isa)) out[n++] = k;
+        const mxp__kernels *k = mxp__kernels_own((mxp__isa_id)isa);
+        if (!k || !tu_isa_checked((mxp__isa_id)isa)) continue;
+        out[n++] = k;
+        if (dispatched_diff((mxp__isa_id)isa, &scratch[isa])) out[n++] = &scratch[isa];
     }
 #ifdef MXP_EMU512
-    if (tu_avx512_bf16_table(scratch)) out[n++] = scratch;
-#else
-    (void)scratch;
+    if (tu_avx512_bf16_table(&scratch[0])) out[n++] = &scratch[0];
 #endif
     return n;
 }
@@ -282,9 +318,9 @@ static int mixed_pass(unsigned char *src, unsigned char *want, unsigned char *go
     const size_t nrates = sizeof rates / sizeof rates[0];
     const mxp__kernels *ref = mxp__scalar_kernels();
     int checked = 0;
-    const mxp__kernels *tabs[MXP__ISA_COUNT + 1];
-    mxp__kernels scratch;
-    const int ntabs = tables_to_check(tabs, &scratch);
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
     for (int ti = 0; ti < ntabs; ti++) {
         const mxp__kernels *k = tabs[ti];
         for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
@@ -376,9 +412,9 @@ static void test_streaming(void **state)
     assert_non_null(want);
     assert_non_null(got);
     int checked = 0;
-    const mxp__kernels *tabs[MXP__ISA_COUNT + 1];
-    mxp__kernels scratch;
-    const int ntabs = tables_to_check(tabs, &scratch);
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
     for (int ti = 0; ti < ntabs; ti++) {
         const mxp__kernels *k = tabs[ti];
         for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
@@ -477,25 +513,59 @@ static int child_isa(const char *value)
     return WEXITSTATUS(st);
 }
 
-static int child_main(void)
+/* Child modes: --print-isa exits with the mxp__isa_id in use; --print-fallback exits 0 when
+ * mxp_isa_fallback() is NULL, 1 when it is a message naming the path in use and
+ * mxp_isa_requested() is the MIXPREC_ISA value, 100 when something is inconsistent. */
+static int child_main(const char *mode)
 {
     const char *name = mxp_isa();
+    if (strcmp(mode, "--print-fallback") == 0) {
+        const char *env = getenv("MIXPREC_ISA"), *req = mxp_isa_requested(), *fb = mxp_isa_fallback();
+        if ((env && *env) ? !req || strcmp(req, env) != 0 : req != NULL) return 100;
+        if (!fb) return 0;
+        return strstr(fb, name) && strstr(fb, "MIXPREC_ISA") ? 1 : 100;
+    }
     for (int i = 0; i < MXP__ISA_COUNT; i++)
         if (strcmp(name, mxp__isa_name((mxp__isa_id)i)) == 0) return i;
     return 100;
 }
 
+/* child_isa with --print-fallback: 0 when the request was followed, 1 when not (and said so) */
+static int child_fallback(const char *value)
+{
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (value) setenv("MIXPREC_ISA", value, 1);
+        else unsetenv("MIXPREC_ISA");
+        execl(self_path, self_path, "--print-fallback", (char *)NULL);
+        _exit(101);
+    }
+    assert_true(pid > 0);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
 static void test_dispatch(void **state)
 {
     (void)state;
+    /* the default is the best path this CPU has (the avx512 table included) */
     int best = MXP__ISA_SCALAR;
     for (int i = 0; i < MXP__ISA_COUNT; i++)
-        if (mxp__kernels_for((mxp__isa_id)i) && mxp__isa_in_default((mxp__isa_id)i)) best = i;
+        if (mxp__kernels_for((mxp__isa_id)i)) best = i;
     assert_non_null(mxp__kernels_for(MXP__ISA_SCALAR));
     assert_int_equal(child_isa(NULL), best);
     assert_int_equal(child_isa(""), best);
     assert_int_equal(child_isa("bogus"), best);
     assert_int_equal(child_isa("scalar"), MXP__ISA_SCALAR);
+    /* an unknown name is not followed and says so; no request, or an available path, is */
+    assert_int_equal(child_fallback(NULL), 0);
+    assert_int_equal(child_fallback(""), 0);
+    assert_int_equal(child_fallback("bogus"), 1);
+    assert_int_equal(child_fallback("AVX2"), 1);
+    assert_int_equal(child_fallback("scalar"), 0);
     for (int i = 1; i < MXP__ISA_COUNT; i++) {
         /* a forced path falls back to the best available one at or below it */
         int want = MXP__ISA_SCALAR;
@@ -506,12 +576,15 @@ static void test_dispatch(void **state)
             }
         assert_int_equal(child_isa(mxp__isa_name((mxp__isa_id)i)), want);
         assert_int_equal(mxp__isa_select(mxp__isa_name((mxp__isa_id)i)), want);
+        assert_int_equal(child_fallback(mxp__isa_name((mxp__isa_id)i)), want == i ? 0 : 1);
     }
     assert_int_equal(mxp__isa_select(NULL), best);
+    assert_int_equal(mxp__isa_select("bogus"), best);
     assert_int_equal(mxp__isa_select("scalar"), MXP__ISA_SCALAR);
     /* the in-process choice is one of the tables, and its name is mxp_isa() */
     assert_string_equal(mxp_isa(), mxp__kernels_active()->name);
-    print_message("mxp_isa() = %s\n", mxp_isa());
+    print_message("mxp_isa() = %s%s%s\n", mxp_isa(), mxp_isa_fallback() ? "; " : "",
+                  mxp_isa_fallback() ? mxp_isa_fallback() : "");
 }
 
 /* Every narrow source pattern (all 2^16 float16 / bfloat16, all 2^8 float8) through every
@@ -523,9 +596,9 @@ static void test_narrow_sources(void **state)
     const mxp__kernels *ref = mxp__scalar_kernels();
     enum { N = 65536 };
     unsigned char *src = alloc(2 * N + 1), *want = alloc(8 * N), *got = alloc(8 * N + 3);
-    const mxp__kernels *tabs[MXP__ISA_COUNT + 1];
-    mxp__kernels scratch;
-    const int ntabs = tables_to_check(tabs, &scratch);
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
     int checked = 0;
     static const int narrow[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
     for (int ti = 0; ti < ntabs; ti++)
@@ -567,9 +640,9 @@ static void test_f64(void **state)
     enum { N = 6007 };
     const mxp__kernels *ref = mxp__scalar_kernels();
     unsigned char *src = alloc(8 * N + 5), *want = alloc(8 * N), *got = alloc(8 * N + 40);
-    const mxp__kernels *tabs[MXP__ISA_COUNT + 1];
-    mxp__kernels scratch;
-    const int ntabs = tables_to_check(tabs, &scratch);
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
     int checked = 0;
 #ifdef HAVE_MXCSR
     static const unsigned csrs[] = {0x1F80u, 0x9FC0u, 0x5F80u, 0x3F80u, 0x7F80u};
@@ -668,7 +741,8 @@ static void test_fenv(void **state)
 int main(int argc, char **argv)
 {
     self_path = argv[0];
-    if (argc > 1 && strcmp(argv[1], "--print-isa") == 0) return child_main();
+    if (argc > 1 && (strcmp(argv[1], "--print-isa") == 0 || strcmp(argv[1], "--print-fallback") == 0))
+        return child_main(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_avx2),

@@ -89,13 +89,33 @@ MXP_API mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src
 
 /**
  * Name of the kernel path conversions use on this CPU: "scalar", "avx2", "avx512" or "neon".
- * Chosen once, at the first call, from the CPU and MIXPREC_ISA (a path this CPU lacks falls
- * back to the best available one below it). By default x86 takes "avx2" even on AVX-512 CPUs:
- * the "avx512" kernels have not yet run on AVX-512 hardware, so they are used only when
- * MIXPREC_ISA=avx512 asks for them (test_isa checks them against the scalar reference there).
+ * Chosen once, at the first call, from the CPU and MIXPREC_ISA: by default the best path this
+ * CPU has (x86-64: "avx512" on CPUs with AVX-512 F/BW/VL/DQ, else "avx2" with AVX2 + FMA + F16C,
+ * else "scalar"; AArch64: "neon"). The "avx512" path uses, entry by entry, the AVX-512 or the
+ * AVX2 kernel, whichever measured faster (src/kernels/dispatch.c lists the numbers); every path
+ * gives the same bits. MIXPREC_ISA=scalar|avx2|avx512|neon forces a path; one this CPU lacks
+ * falls back to the best available one below it, and an unknown value means the default:
+ * mxp_isa_fallback() reports either case.
  * Thread-safety: safe. The string is static.
  */
 MXP_API const char *mxp_isa(void);
+
+/**
+ * The MIXPREC_ISA value the kernel path was chosen from (a copy of at most 63 bytes, read once,
+ * at the first conversion or ISA query), or NULL when the variable was unset or empty.
+ * Thread-safety: safe. The string is static.
+ */
+MXP_API const char *mxp_isa_requested(void);
+
+/**
+ * NULL when conversions use the path MIXPREC_ISA asked for, or when it asked for nothing;
+ * otherwise a sentence saying why the request was not followed and which path is used instead,
+ * e.g. "MIXPREC_ISA=\"bogus\" names no kernel path (expected scalar, avx2, avx512 or neon): using
+ * avx2" or "MIXPREC_ISA=avx512: this CPU, its OS or this build lacks the avx512 path: using
+ * avx2". The library never prints it; a program that cares shows it.
+ * Thread-safety: safe. The string is static.
+ */
+MXP_API const char *mxp_isa_fallback(void);
 
 #ifdef __cplusplus
 }

@@ -90,19 +90,23 @@ typedef struct mxp__kernels {
 
 /* The table in use (MIXPREC_ISA honoured, chosen once). Never NULL. */
 const mxp__kernels *mxp__kernels_active(void);
-/* The table of one ISA, or NULL when it is not compiled in or this CPU lacks it. */
+/* The table of one ISA as dispatched (what MIXPREC_ISA=<that ISA> uses; the avx512 one keeps
+ * some avx2 kernels, see dispatch.c), or NULL when it is not compiled in or this CPU lacks it. */
 const mxp__kernels *mxp__kernels_for(mxp__isa_id isa);
+/* The same table with every entry its ISA files registered left as they registered it (the
+ * avx512 kernels that the dispatched avx512 table replaces by avx2 ones included), or NULL as
+ * above; for tests and benchmarks. The composed entries (cvt_compose.c) call the dispatched
+ * table's float32 kernels in both. */
+const mxp__kernels *mxp__kernels_own(mxp__isa_id isa);
 /* The scalar reference table. Never NULL. */
 const mxp__kernels *mxp__scalar_kernels(void);
 /* "scalar", "avx2", ... for an ISA id (whether or not it is available). */
 const char *mxp__isa_name(mxp__isa_id isa);
 /* The path chosen for a MIXPREC_ISA value `request` (NULL, "" or an unknown name: the best
- * available path that mxp__isa_in_default allows; a known name: that path, or when this CPU
- * lacks it the best available path below it). Used once by the dispatcher with
- * getenv("MIXPREC_ISA"); tests call it with other values. */
+ * available path; a known name: that path, or when this CPU lacks it the best available path
+ * below it). Used once by the dispatcher with getenv("MIXPREC_ISA"); tests call it with other
+ * values. */
 mxp__isa_id mxp__isa_select(const char *request);
-/* Whether the default choice may take this path (AVX-512: only on request, see dispatch.c). */
-bool mxp__isa_in_default(mxp__isa_id isa);
 
 /* Bytes read + written by one conversion call at or above which the SIMD kernels stream their
  * output (non-temporal stores) and prefetch their source. MXP__NT_THRESHOLD_DEFAULT unless a
