@@ -95,8 +95,10 @@ mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src, mxp_dt
     if (!src) return mxp__fail(MXP_EINVAL, "mxp_convert: src is NULL with n = %zu", n);
 
     const size_t dsize = mxp_dtype_size(dst_type), ssize = mxp_dtype_size(src_type);
-    if (n > SIZE_MAX / 8)
-        return mxp__fail(MXP_EINVAL, "mxp_convert: n = %zu elements is too large", n);
+    size_t dbytes, sbytes; /* n * size must fit in ptrdiff_t and not wrap the address space */
+    if (!mxp__span_ok(dst, n, dsize, &dbytes) || !mxp__span_ok(src, n, ssize, &sbytes))
+        return mxp__fail(MXP_EINVAL, "mxp_convert: n = %zu elements is past any possible buffer "
+                         "(n * size exceeds PTRDIFF_MAX or wraps the address space)", n);
     /* Overlap is allowed only as the very same buffer with equal element sizes. */
     const uintptr_t d0 = (uintptr_t)dst, s0 = (uintptr_t)src;
     const bool overlap = d0 < s0 + n * ssize && s0 < d0 + n * dsize;

@@ -21,6 +21,30 @@ mxp_status mxp__fail(mxp_status s, const char *fmt, ...) MXP__PRINTF(2, 3);
 /* True when d is a valid mxp_dtype value. */
 static inline bool mxp__dtype_valid(mxp_dtype d) { return (unsigned)d < MXP_DTYPE_COUNT; }
 
+/*
+ * The byte span of n elements of `size` bytes at p, for argument checks: false when n * size
+ * overflows, exceeds PTRDIFF_MAX (no C object can be that large, and pointer differences over
+ * it are undefined), or p + n * size wraps around the address space (*bytes = 0 then). A caller that passes
+ * such an n (SIZE_MAX, a negative int converted to size_t) has a bug that would otherwise
+ * read or write far past its buffer. On success *bytes = n * size.
+ */
+static inline bool mxp__span_ok(const void *p, size_t n, size_t size, size_t *bytes)
+{
+    *bytes = 0;
+    if (size != 0 && n > (size_t)PTRDIFF_MAX / size) return false;
+    const size_t b = n * size;
+    if (p && b > UINTPTR_MAX - (uintptr_t)p) return false;
+    *bytes = b;
+    return true;
+}
+
+/* True when the byte ranges [a, a + na) and [b, b + nb) share a byte (empty ranges never do). */
+static inline bool mxp__overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return na && nb && x < y + nb && y < x + na;
+}
+
 /* mxp_convert_ex starts a thread only for at least this many elements per thread (src/convert.c
  * says how it was measured). Tests lower it to exercise the threaded path on small arrays;
  * nothing else writes it. */

@@ -28,6 +28,8 @@ const char *mxp_status_name(mxp_status s)
 
 const char *mxp_last_error(void) { return last_error; }
 
+void mxp_clear_error(void) { last_error[0] = '\0'; }
+
 mxp_status mxp__fail(mxp_status s, const char *fmt, ...)
 {
     va_list ap;

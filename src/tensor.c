@@ -52,8 +52,11 @@ static mxp_status check_tensor(const mxp_tensor *t, const char *role)
         return mxp__fail(MXP_EINVAL, "%s tensor '%s': invalid dtype %d", role, name, (int)t->dtype);
     bool empty = false;
     for (int i = 0; i < t->ndim; i++) empty = empty || t->shape[i] == 0;
-    if (!empty && mxp_tensor_nbytes(t) == 0)
-        return mxp__fail(MXP_EINVAL, "%s tensor '%s': byte size overflows size_t", role, name);
+    size_t bytes = 0;
+    if (!empty && (mxp_tensor_nbytes(t) == 0 ||
+                   !mxp__span_ok(t->data, mxp_tensor_numel(t), mxp_dtype_size(t->dtype), &bytes)))
+        return mxp__fail(MXP_EINVAL, "%s tensor '%s': byte size overflows (more than PTRDIFF_MAX "
+                         "bytes, or past the end of the address space)", role, name);
     if (!empty && !t->data) return mxp__fail(MXP_EINVAL, "%s tensor '%s': NULL data", role, name);
     return MXP_OK;
 }
@@ -222,9 +225,14 @@ static mxp_status add_node(mxp_tree *t, const char *name, mxp_dtype dtype, int n
         tt.shape[i] = shape[i];
         empty = empty || shape[i] == 0;
     }
-    size_t bytes = empty ? 0 : mxp_tensor_nbytes(&tt);
-    if (!empty && bytes == 0)
-        return mxp__fail(MXP_EINVAL, "%s: tensor '%s' is too large (byte size overflows)", fn, name);
+    size_t bytes = 0;
+    /* n * size must fit in ptrdiff_t (no object is larger; also keeps the 64-byte rounding
+     * below from wrapping), and a borrowed buffer must not run past the address space */
+    if (!empty && (mxp_tensor_nbytes(&tt) == 0 ||
+                   !mxp__span_ok(borrow ? data : NULL, mxp_tensor_numel(&tt), mxp_dtype_size(dtype),
+                                 &bytes)))
+        return mxp__fail(MXP_EINVAL, "%s: tensor '%s' is too large (byte size overflows or exceeds "
+                         "PTRDIFF_MAX)", fn, name);
     if (borrow && bytes > 0 && !data)
         return mxp__fail(MXP_EINVAL, "%s: tensor '%s' has %zu bytes but NULL data", fn, name, bytes);
     if (find_pos(t, name) >= 0)
@@ -298,17 +306,21 @@ mxp_status mxp_tree_find(const mxp_tree *t, const char *name, const mxp_tensor *
     return MXP_OK;
 }
 
+/* Sums saturate at SIZE_MAX instead of wrapping (borrowed tensors may describe more bytes in
+ * total than one object can hold). */
+static size_t add_sat(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+
 size_t mxp_tree_nbytes(const mxp_tree *t)
 {
     size_t s = 0;
-    for (size_t i = 0; t && i < t->count; i++) s += mxp_tensor_nbytes(&t->nodes[i]->t);
+    for (size_t i = 0; t && i < t->count; i++) s = add_sat(s, mxp_tensor_nbytes(&t->nodes[i]->t));
     return s;
 }
 
 size_t mxp_tree_numel(const mxp_tree *t)
 {
     size_t s = 0;
-    for (size_t i = 0; t && i < t->count; i++) s += mxp_tensor_numel(&t->nodes[i]->t);
+    for (size_t i = 0; t && i < t->count; i++) s = add_sat(s, mxp_tensor_numel(&t->nodes[i]->t));
     return s;
 }
 

@@ -359,13 +359,61 @@ static void test_stochastic_per_leaf(void **state)
     mxp_tree_free(src);
 }
 
+/* Sizes past any possible buffer (issue 16, the n * size class): a byte size just below SIZE_MAX
+ * used to be rounded up to a multiple of 64 with a wrap, so the tree got a 64-byte buffer for a
+ * tensor of ~2^64 bytes; a borrowed buffer running past the address space was accepted; the
+ * whole-tree sums wrapped; mxp_convert accepted n up to SIZE_MAX / 8 whatever the pointers. */
+static void test_huge_sizes(void **state)
+{
+    (void)state;
+    mxp_tree *t = mxp_tree_new();
+    assert_non_null(t);
+    size_t huge[1] = {SIZE_MAX - 10}, half[1] = {(size_t)PTRDIFF_MAX / 2 + 1};
+    size_t two[2] = {(size_t)1 << 40, (size_t)1 << 30};
+    int8_t small[64] = {0};
+    mxp_clear_error();
+    assert_int_equal(mxp_tree_add(t, "huge", MXP_INT8, 1, huge, NULL), MXP_EINVAL);
+    assert_non_null(strstr(mxp_last_error(), "too large"));
+    assert_int_equal(mxp_tree_add(t, "huge", MXP_INT8, 1, huge, small), MXP_EINVAL);
+    assert_int_equal(mxp_tree_add(t, "half", MXP_FLOAT32, 1, half, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_tree_add(t, "two", MXP_FLOAT32, 2, two, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_tree_add_borrowed(t, "b", MXP_INT8, 1, huge, small), MXP_EINVAL);
+    size_t len[1] = {64};
+    assert_int_equal(mxp_tree_add_borrowed(t, "wrap", MXP_INT8, 1, len, (void *)(UINTPTR_MAX - 15)),
+                     MXP_EINVAL);
+    assert_int_equal(mxp_tree_count(t), 0);
+    /* sums saturate instead of wrapping: borrowed tensors each under PTRDIFF_MAX bytes */
+    size_t big[1] = {(size_t)PTRDIFF_MAX / 4};
+    static float anchor[1];
+    for (int i = 0; i < 6; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "b%d", i);
+        assert_int_equal(mxp_tree_add_borrowed(t, name, MXP_FLOAT32, 1, big, anchor), MXP_OK);
+    }
+    assert_true(mxp_tree_nbytes(t) == SIZE_MAX);
+    assert_true(mxp_tree_numel(t) == ((size_t)PTRDIFF_MAX / 4) * 6);
+    mxp_tree_free(t);
+    /* a hand-made tensor view that wraps is refused by the cast */
+    mxp_tensor src = {"s", MXP_FLOAT32, 1, {64}, (void *)(UINTPTR_MAX - 63)}, dst = src;
+    float d[64];
+    dst.data = d;
+    dst.name = "d";
+    assert_int_equal(mxp_tensor_cast_into(&dst, &src, MXP_FLOAT32, NULL), MXP_EINVAL);
+    /* mxp_convert: n so large that n * size passes PTRDIFF_MAX */
+    mxp_clear_error();
+    assert_int_equal(mxp_convert(d, MXP_FLOAT32, small, MXP_FLOAT16, SIZE_MAX), MXP_EINVAL);
+    assert_non_null(strstr(mxp_last_error(), "past any possible buffer"));
+    assert_int_equal(mxp_convert(d, MXP_FLOAT64, small, MXP_FLOAT16, (size_t)PTRDIFF_MAX / 8 + 1),
+                     MXP_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_lookup_iterate), cmocka_unit_test(test_add_errors),
         cmocka_unit_test(test_tree_cast_bf16),     cmocka_unit_test(test_cast_into),
         cmocka_unit_test(test_tensor_cast_into),   cmocka_unit_test(test_clone),
-        cmocka_unit_test(test_stochastic_per_leaf),
+        cmocka_unit_test(test_stochastic_per_leaf), cmocka_unit_test(test_huge_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,6 +47,17 @@ MXP_API const char *mxp_status_name(mxp_status s);
  */
 MXP_API const char *mxp_last_error(void);
 
+/**
+ * Forget the calling thread's last-error message: mxp_last_error() returns "" until the next
+ * failure on this thread. Use it before a call whose only failure report is a message (the
+ * bool passes of loss_scale.h, which answer false both for "not finite" and for a bad call):
+ *     mxp_clear_error();
+ *     if (!mxp_all_finite(g, dt, n) && *mxp_last_error()) ... a bad call, not an overflow
+ * (or call the status-returning variants, e.g. mxp_all_finite_s, which keep the two apart).
+ * Thread-safety: safe; touches only the calling thread's message. Never fails.
+ */
+MXP_API void mxp_clear_error(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -88,7 +88,8 @@ MXP_API void mxp_tree_free(mxp_tree *t);
  * shape may be NULL when ndim is 0. Any dtype (floating, integer, bool) is accepted.
  * @retval MXP_OK      appended at index mxp_tree_count(t) - 1
  * @retval MXP_EINVAL  NULL tree or name, empty name, invalid dtype, ndim outside 0..8, NULL
- *                     shape with ndim > 0, or a byte size that overflows size_t
+ *                     shape with ndim > 0, or a byte size that overflows size_t or exceeds
+ *                     PTRDIFF_MAX (no object can be larger)
  * @retval MXP_EEXIST  a tensor with this name is already in the tree (the message names it)
  * @retval MXP_ENOMEM  allocation failed
  * On failure the tree is unchanged. Thread-safety: needs exclusive access to t.
@@ -100,7 +101,8 @@ MXP_API mxp_status mxp_tree_add(mxp_tree *t, const char *name, mxp_dtype dtype, 
  * Append a tensor that borrows your buffer: the tree stores the pointer (the name is copied),
  * never frees it, and reads/writes it in place. The buffer must outlive the tree.
  * @retval MXP_OK      appended
- * @retval MXP_EINVAL  as mxp_tree_add, or data NULL while the tensor has elements
+ * @retval MXP_EINVAL  as mxp_tree_add, data NULL while the tensor has elements, or data plus
+ *                     the byte size running past the end of the address space
  * @retval MXP_EEXIST  the name is already in the tree
  * @retval MXP_ENOMEM  allocation failed (of the tree's bookkeeping)
  * On failure the tree is unchanged. Thread-safety: needs exclusive access to t.
@@ -128,10 +130,12 @@ MXP_API const mxp_tensor *mxp_tree_get(const mxp_tree *t, const char *name);
  */
 MXP_API mxp_status mxp_tree_find(const mxp_tree *t, const char *name, const mxp_tensor **out);
 
-/** Total bytes of all tensors' data (0 for NULL). Thread-safety: safe with other readers. */
+/** Total bytes of all tensors' data (0 for NULL; SIZE_MAX when the sum does not fit in size_t).
+ *  Thread-safety: safe with other readers. */
 MXP_API size_t mxp_tree_nbytes(const mxp_tree *t);
 
-/** Total number of elements of all tensors (0 for NULL). Thread-safety: safe with other readers. */
+/** Total number of elements of all tensors (0 for NULL; SIZE_MAX when the sum does not fit).
+ *  Thread-safety: safe with other readers. */
 MXP_API size_t mxp_tree_numel(const mxp_tree *t);
 
 /**
