@@ -36,9 +36,14 @@ mxp_loss_scale mxp_loss_scale_noop(void) { return make(MXP_LOSS_SCALE_NOOP, 1.0f
 
 mxp_loss_scale mxp_loss_scale_static(float scale) { return make(MXP_LOSS_SCALE_STATIC, scale, 0.0f); }
 
+/* min_scale 1 (jmp's default) unless the initial scale is below 1: then 0, so the state is
+ * valid and an overflow still halves the scale (PyTorch's GradScaler has no floor). A floor of 1
+ * would make the state invalid (frozen by adjust); a floor at the initial scale would keep it
+ * from ever shrinking. loss_scale.h says why. */
 mxp_loss_scale mxp_loss_scale_dynamic(float initial_scale)
 {
-    return make(MXP_LOSS_SCALE_DYNAMIC, initial_scale, 1.0f);
+    const bool below_one = initial_scale > 0.0f && initial_scale < 1.0f;
+    return make(MXP_LOSS_SCALE_DYNAMIC, initial_scale, below_one ? 0.0f : 1.0f);
 }
 
 /* NULL when s is valid, else a static description of the first broken rule. The rules are
@@ -73,6 +78,48 @@ mxp_status mxp_loss_scale_validate(const mxp_loss_scale *s)
 }
 
 bool mxp_loss_scale_is_valid(mxp_loss_scale s) { return invalid_reason(&s) == NULL; }
+
+mxp_status mxp_loss_scale_static_ex(float scale, mxp_loss_scale *out)
+{
+    if (!out) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_static_ex: out must be non-NULL");
+    if (!(isfinite(scale) && scale > 0.0f))
+        return mxp__fail(MXP_EINVAL,
+                         "mxp_loss_scale_static_ex: scale %g must be finite and > 0", (double)scale);
+    *out = mxp_loss_scale_static(scale);
+    return MXP_OK;
+}
+
+mxp_status mxp_loss_scale_dynamic_ex(float initial_scale, int32_t period, float factor,
+                                     float min_scale, float max_scale, mxp_loss_scale *out)
+{
+    static const char fn[] = "mxp_loss_scale_dynamic_ex";
+    if (!out) return mxp__fail(MXP_EINVAL, "%s: out must be non-NULL", fn);
+    /* each argument on its own first, so the message names the one that is wrong */
+    if (!(isfinite(initial_scale) && initial_scale > 0.0f))
+        return mxp__fail(MXP_EINVAL, "%s: initial_scale %g must be finite and > 0", fn,
+                         (double)initial_scale);
+    if (period < 1)
+        return mxp__fail(MXP_EINVAL, "%s: period %ld must be >= 1 (finite steps before growing)",
+                         fn, (long)period);
+    if (!(isfinite(factor) && factor > 1.0f))
+        return mxp__fail(MXP_EINVAL,
+                         "%s: factor %g must be finite and > 1 (the scale is multiplied by it to "
+                         "grow and divided by it to shrink)",
+                         fn, (double)factor);
+    if (!(min_scale >= 0.0f && min_scale <= initial_scale))
+        return mxp__fail(MXP_EINVAL, "%s: min_scale %g must be in [0, initial_scale = %g]", fn,
+                         (double)min_scale, (double)initial_scale);
+    if (!(max_scale >= initial_scale))
+        return mxp__fail(MXP_EINVAL, "%s: max_scale %g must be >= initial_scale = %g (+inf: no cap)",
+                         fn, (double)max_scale, (double)initial_scale);
+    mxp_loss_scale s = make(MXP_LOSS_SCALE_DYNAMIC, initial_scale, min_scale);
+    s.period = period;
+    s.factor = factor;
+    s.max_scale = max_scale;
+    if (mxp_loss_scale_validate(&s) != MXP_OK) return MXP_EINVAL; /* not reached: same rules */
+    *out = s;
+    return MXP_OK;
+}
 
 mxp_loss_scale mxp_loss_scale_adjust(mxp_loss_scale s, bool grads_finite)
 {
@@ -110,43 +157,175 @@ float mxp_loss_scale_scale(mxp_loss_scale s, float loss)
 
 /* ---- the array passes (kernels do the work) ---------------------------------------------- */
 
-bool mxp_all_finite(const void *x, mxp_dtype dtype, size_t n)
+static const char *const any_dtype_list =
+    "float64, float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, or an integer / bool dtype";
+static const char *const float_list =
+    "float64, float32, float16, bfloat16, float8_e4m3fn or float8_e5m2";
+
+/* "float16" for a valid dtype, else its number in buf. */
+static const char *dtype_text(mxp_dtype d, char buf[24])
 {
-    if (!mxp__dtype_valid(dtype)) return false;
-    if (n == 0) return true;
-    if (!x) return false;
-    if (!mxp_dtype_is_floating(dtype)) return true; /* integers and bools are always finite */
+    if (mxp__dtype_valid(d)) return mxp_dtype_name(d);
+    snprintf(buf, 24, "%d", (int)d);
+    return buf;
+}
+
+/* x (n elements of dtype, n > 0) is present and its byte span is representable. */
+static mxp_status check_buffer(const char *fn, const char *what, const void *x, mxp_dtype dtype,
+                               size_t n, size_t *bytes)
+{
+    if (!x) return mxp__fail(MXP_EINVAL, "%s: %s is NULL with n = %zu", fn, what, n);
+    if (!mxp__span_ok(x, n, mxp_dtype_size(dtype), bytes))
+        return mxp__fail(MXP_EINVAL,
+                         "%s: n = %zu elements of %s at %s is past any possible buffer (n * %zu "
+                         "bytes exceeds PTRDIFF_MAX or wraps the address space)",
+                         fn, n, mxp_dtype_name(dtype), what, mxp_dtype_size(dtype));
+    return MXP_OK;
+}
+
+/* The loss scale a pass divides by must be finite and > 0: 0 and tiny scales would give an
+ * infinite inv, +inf a zero inv (every gradient silently 0), NaN NaN, and a negative scale
+ * would flip every gradient's sign while reporting success. */
+static mxp_status check_scale(const char *fn, float scale)
+{
+    if (isfinite(scale) && scale > 0.0f) return MXP_OK;
+    return mxp__fail(MXP_EINVAL, "%s: scale %g is not a loss scale (expected finite and > 0)", fn,
+                     (double)scale);
+}
+
+mxp_status mxp_all_finite_s(const void *x, mxp_dtype dtype, size_t n, bool *finite)
+{
+    static const char fn[] = "mxp_all_finite";
+    char buf[24];
+    if (!finite) return mxp__fail(MXP_EINVAL, "%s: the result pointer is NULL", fn);
+    if (!mxp__dtype_valid(dtype))
+        return mxp__fail(MXP_EINVAL, "%s: dtype %s is not a valid mxp_dtype (expected %s)", fn,
+                         dtype_text(dtype, buf), any_dtype_list);
+    if (n == 0) {
+        *finite = true;
+        return MXP_OK;
+    }
+    size_t bytes;
+    mxp_status st = check_buffer(fn, "x", x, dtype, n, &bytes);
+    if (st != MXP_OK) return st;
+    if (!mxp_dtype_is_floating(dtype)) { /* integers and bools are always finite */
+        *finite = true;
+        return MXP_OK;
+    }
     const unsigned csr = mxp__fenv_enter(); /* no trap, MXCSR unchanged (kernels.h) */
     const bool r = mxp__kernels_active()->all_finite[dtype](x, n);
     mxp__fenv_leave(csr);
-    return r;
+    *finite = r;
+    return MXP_OK;
 }
 
-bool mxp_unscale_check(void *x, mxp_dtype dtype, size_t n, float scale)
+bool mxp_all_finite(const void *x, mxp_dtype dtype, size_t n)
 {
-    if (!mxp_dtype_is_floating(dtype)) return false;
-    if (n == 0) return true;
-    if (!x) return false;
+    bool finite = false;
+    return mxp_all_finite_s(x, dtype, n, &finite) == MXP_OK && finite;
+}
+
+mxp_status mxp_unscale_check_s(void *x, mxp_dtype dtype, size_t n, float scale, bool *finite)
+{
+    static const char fn[] = "mxp_unscale_check";
+    char buf[24];
+    if (!finite) return mxp__fail(MXP_EINVAL, "%s: the result pointer is NULL", fn);
+    if (!mxp_dtype_is_floating(dtype))
+        return mxp__fail(MXP_EINVAL, "%s: dtype %s is not a floating dtype (expected %s)", fn,
+                         dtype_text(dtype, buf), float_list);
+    mxp_status st = check_scale(fn, scale);
+    if (st != MXP_OK) return st;
+    if (n == 0) {
+        *finite = true;
+        return MXP_OK;
+    }
+    size_t bytes;
+    if ((st = check_buffer(fn, "x", x, dtype, n, &bytes)) != MXP_OK) return st;
     /* inv = (float)(1.0 / (double)scale), computed so that FTZ/DAZ cannot flush it */
     const unsigned csr = mxp__fenv_enter(); /* no trap, MXCSR unchanged (kernels.h) */
     const bool r = mxp__kernels_active()->unscale_check[dtype](x, n, mxp__unscale_inv(scale));
     mxp__fenv_leave(csr);
-    return r;
+    *finite = r;
+    return MXP_OK;
+}
+
+bool mxp_unscale_check(void *x, mxp_dtype dtype, size_t n, float scale)
+{
+    bool finite = false;
+    return mxp_unscale_check_s(x, dtype, n, scale, &finite) == MXP_OK && finite;
+}
+
+mxp_status mxp_unscale_check_into_s(void *dst, mxp_dtype dt, const void *src, mxp_dtype st,
+                                    size_t n, float scale, bool *finite)
+{
+    static const char fn[] = "mxp_unscale_check_into";
+    char buf[24];
+    if (!finite) return mxp__fail(MXP_EINVAL, "%s: the result pointer is NULL", fn);
+    if (dt != MXP_FLOAT32)
+        return mxp__fail(MXP_EINVAL,
+                         "%s: destination dtype %s is not accepted (unscaled gradients go to "
+                         "float32 master gradients: dt must be float32)",
+                         fn, dtype_text(dt, buf));
+    if (!mxp_dtype_is_floating(st) || st == MXP_FLOAT64)
+        return mxp__fail(MXP_EINVAL,
+                         "%s: source dtype %s is not accepted (expected float32, float16, "
+                         "bfloat16, float8_e4m3fn or float8_e5m2 scaled gradients)",
+                         fn, dtype_text(st, buf));
+    mxp_status s = check_scale(fn, scale);
+    if (s != MXP_OK) return s;
+    if (n == 0) {
+        *finite = true;
+        return MXP_OK;
+    }
+    size_t db = 0, sb = 0;
+    if ((s = check_buffer(fn, "dst", dst, dt, n, &db)) != MXP_OK) return s;
+    if ((s = check_buffer(fn, "src", src, st, n, &sb)) != MXP_OK) return s;
+    const bool in_place = dst == src && st == MXP_FLOAT32;
+    if (!in_place && mxp__overlap(dst, db, src, sb))
+        return mxp__fail(MXP_EINVAL,
+                         "%s: dst and src overlap (%s -> float32, n = %zu); only the very same "
+                         "float32 buffer (in place) is allowed",
+                         fn, mxp_dtype_name(st), n);
+    const mxp__kernels *k = mxp__kernels_active();
+    const float inv = mxp__unscale_inv(scale);
+    const unsigned csr = mxp__fenv_enter(); /* no trap, MXCSR unchanged (kernels.h) */
+    const bool r = in_place ? k->unscale_check[MXP_FLOAT32](dst, n, inv)
+                            : k->unscale_into[st](dst, src, n, inv);
+    mxp__fenv_leave(csr);
+    *finite = r;
+    return MXP_OK;
+}
+
+bool mxp_unscale_check_into(void *dst, mxp_dtype dt, const void *src, mxp_dtype st, size_t n,
+                            float scale)
+{
+    bool finite = false;
+    return mxp_unscale_check_into_s(dst, dt, src, st, n, scale, &finite) == MXP_OK && finite;
 }
 
 mxp_status mxp_select(bool pred, void *out, const void *a, const void *b, mxp_dtype dtype, size_t n)
 {
+    static const char fn[] = "mxp_select";
+    char buf[24];
     if (!mxp__dtype_valid(dtype))
-        return mxp__fail(MXP_EINVAL, "mxp_select: invalid dtype %d", (int)dtype);
+        return mxp__fail(MXP_EINVAL, "%s: dtype %s is not a valid mxp_dtype (expected %s)", fn,
+                         dtype_text(dtype, buf), any_dtype_list);
     if (n == 0) return MXP_OK;
-    if (!out || !a || !b)
-        return mxp__fail(MXP_EINVAL, "mxp_select: out, a and b must be non-NULL when n = %zu > 0", n);
-    size_t size = mxp_dtype_size(dtype);
-    if (n > SIZE_MAX / size)
-        return mxp__fail(MXP_EINVAL, "mxp_select: n = %zu elements of %s overflow size_t", n,
+    size_t ob = 0, ab = 0, bb = 0;
+    mxp_status st;
+    if ((st = check_buffer(fn, "out", out, dtype, n, &ob)) != MXP_OK) return st;
+    if ((st = check_buffer(fn, "a", a, dtype, n, &ab)) != MXP_OK) return st;
+    if ((st = check_buffer(fn, "b", b, dtype, n, &bb)) != MXP_OK) return st;
+    /* out may be a or b itself; any other overlap with out is refused, whichever is selected
+     * (a and b may overlap each other: they are only read) */
+    if ((out != a && mxp__overlap(out, ob, a, ab)) || (out != b && mxp__overlap(out, ob, b, bb)))
+        return mxp__fail(MXP_EINVAL,
+                         "%s: out overlaps %s without being the same buffer (n = %zu elements of "
+                         "%s); out may only be a or b itself or disjoint from both",
+                         fn, (out != a && mxp__overlap(out, ob, a, ab)) ? "a" : "b", n,
                          mxp_dtype_name(dtype));
     const void *src = pred ? a : b;
-    if (src != out) memcpy(out, src, n * size);
+    if (src != out) memcpy(out, src, ob);
     return MXP_OK;
 }
 
@@ -155,7 +334,7 @@ mxp_status mxp_loss_scale_adjust_reduce(mxp_loss_scale *s, bool local_finite,
 {
     if (!s) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_adjust_reduce: loss scale must be non-NULL");
     int flag = local_finite ? 1 : 0;
-    if (reduce) {
+    if (reduce) { /* called even for an invalid state: collective calls stay matched */
         int rc = reduce(&flag, ctx);
         if (rc != 0)
             return mxp__fail(MXP_EIO,
@@ -163,6 +342,14 @@ mxp_status mxp_loss_scale_adjust_reduce(mxp_loss_scale *s, bool local_finite,
                              "(returned %d); loss scale unchanged",
                              rc);
     }
+    const char *why = invalid_reason(s);
+    if (why)
+        return mxp__fail(MXP_EINVAL,
+                         "mxp_loss_scale_adjust_reduce: invalid loss scale (kind=%d scale=%g "
+                         "counter=%ld period=%ld factor=%g min_scale=%g max_scale=%g): %s; it "
+                         "would never change",
+                         (int)s->kind, (double)s->scale, (long)s->counter, (long)s->period,
+                         (double)s->factor, (double)s->min_scale, (double)s->max_scale, why);
     *s = mxp_loss_scale_adjust(*s, flag != 0);
     if (grads_finite) *grads_finite = flag != 0;
     return MXP_OK;
@@ -215,7 +402,15 @@ static void format_hex_float(float f, char out[32])
 
 int mxp_loss_scale_save(const mxp_loss_scale *s, char *buf, size_t cap)
 {
-    if (!s) return -1;
+    if (!s) {
+        (void)mxp__fail(MXP_EINVAL, "mxp_loss_scale_save: loss scale must be non-NULL");
+        return -1;
+    }
+    if (!buf && cap > 0) {
+        (void)mxp__fail(MXP_EINVAL, "mxp_loss_scale_save: buf is NULL with cap = %zu (NULL is "
+                        "allowed only with cap 0, to measure the text)", cap);
+        return -1;
+    }
     char sc[32], fa[32], mi[32], ma[32];
     format_hex_float(s->scale, sc);
     format_hex_float(s->factor, fa);

@@ -2,6 +2,7 @@
  * loss_scale_tree.c - the loss-scaling passes over a whole gradient tree (jmp's all_finite,
  * unscale and select_tree over a pytree): every floating leaf, integer and bool leaves skipped.
  */
+#include <math.h>
 #include <string.h>
 
 #include "internal.h"
@@ -21,7 +22,14 @@ bool mxp_tree_all_finite(const mxp_tree *t)
 
 bool mxp_tree_unscale_check(mxp_tree *t, float scale)
 {
+    /* a bad scale is refused before any leaf is touched (mxp_unscale_check would refuse it
+     * leaf by leaf, with the same message) */
     bool ok = true;
+    if (!(isfinite(scale) && scale > 0.0f)) {
+        (void)mxp__fail(MXP_EINVAL, "mxp_tree_unscale_check: scale %g is not a loss scale "
+                        "(expected finite and > 0); no leaf touched", (double)scale);
+        return false;
+    }
     size_t count = mxp_tree_count(t);
     for (size_t i = 0; i < count; i++) { /* no early exit: every leaf is unscaled */
         const mxp_tensor *x = mxp_tree_at(t, i);

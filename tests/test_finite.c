@@ -302,7 +302,8 @@ static void test_unscale_planted(void **state)
 /* inv values that exercise normal, subnormal and overflowing results, and odd scales. */
 static const float test_scales[] = {1.0f,     2.0f,    65536.0f, 3.0f,   0.7f,   0x1p-20f,
                                     0x1p20f,  0x1p40f, 1e-30f,   1e30f,  0x1p127f, 0x1.fffffep127f,
-                                    -4.0f,    0.0f,    INFINITY, NAN,    1e-45f, 12345.678f};
+                                    -4.0f,    0.0f,    INFINITY, NAN,    1e-45f, 12345.678f,
+                                    0x1p110f, 0x1p-110f};
 #define NSCALES (sizeof test_scales / sizeof test_scales[0])
 
 /* Every 16-bit pattern of float16 and bfloat16, every 8-bit pattern of the float8s. */
@@ -597,13 +598,26 @@ static void test_public_api(void **state)
     double dd[3] = {(double)INFINITY, 8.0, -2.0};
     assert_false(mxp_unscale_check(dd, MXP_FLOAT64, 3, 2.0f));
     assert_true(dd[1] == 4.0 && dd[2] == -1.0);
-    /* scale 0 and NaN make everything non-finite */
+    /* a scale that is not finite and > 0 is refused: false, x untouched, a message */
+    static const float bad_scales[] = {0.0f, -0.0f, -4.0f, -0x1p-149f, NAN, -NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof bad_scales / sizeof bad_scales[0]; i++) {
+        float z[3] = {1.0f, -2.0f, 0.5f};
+        mxp_clear_error();
+        assert_false(mxp_unscale_check(z, MXP_FLOAT32, 3, bad_scales[i]));
+        assert_true(z[0] == 1.0f && z[1] == -2.0f && z[2] == 0.5f);
+        assert_non_null(strstr(mxp_last_error(), "not a loss scale"));
+        bool fin = true;
+        assert_int_equal(mxp_unscale_check_s(z, MXP_FLOAT32, 3, bad_scales[i], &fin), MXP_EINVAL);
+        assert_true(fin && z[0] == 1.0f);
+        assert_int_equal(mxp_unscale_check_s(NULL, MXP_FLOAT32, 0, bad_scales[i], &fin), MXP_EINVAL);
+    }
+    /* a positive finite scale whose inverse overflows (a subnormal scale) is a valid call whose
+     * results are not finite */
     float z[1] = {1.0f};
-    assert_false(mxp_unscale_check(z, MXP_FLOAT32, 1, 0.0f));
+    bool fin = true;
+    assert_int_equal(mxp_unscale_check_s(z, MXP_FLOAT32, 1, 0x1p-149f, &fin), MXP_OK);
+    assert_false(fin);
     assert_true(isinf(z[0]));
-    z[0] = 1.0f;
-    assert_false(mxp_unscale_check(z, MXP_FLOAT32, 1, NAN));
-    assert_true(isnan(z[0]));
 }
 
 /* The public passes with every floating-point exception unmasked and no flag set (x86): no
@@ -660,6 +674,460 @@ static void test_public_api_fenv(void **state)
 #endif
 }
 
+/* ---- unscale_check_into: scaled float32 / float16 / bfloat16 / float8 -> float32 ----------- */
+
+static const mxp_dtype into_srcs[] = {MXP_FLOAT32, MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN,
+                                      MXP_FLOAT8_E5M2};
+#define NINTO (sizeof into_srcs / sizeof into_srcs[0])
+
+/* The reference float32 result of unscaling x (a pattern of st) into float32: the value of x
+ * as a double (ref_decode, ldexp), times inv in double (exact: two 24-bit significands), cast
+ * to float once. NaN input: the float32 quiet NaN with x's sign and payload moved to the top of
+ * the float32 fraction (e4m3fn's NaN has none); NaN inv: inv quieted; 0 * inf: the x86 default
+ * NaN 0xFFC00000. */
+static uint32_t ref_into(mxp_dtype st, uint64_t x, float inv)
+{
+    const tfmt *f = &FMT[st];
+    double xv = ref_decode(f, x), iv = (double)inv;
+    if (isnan(xv)) {
+        uint32_t sign = ((x >> (f->width - 1)) & 1) ? 0x80000000u : 0u;
+        uint32_t payload = f->fn ? 0u : (uint32_t)((x % (1ull << f->mant)) << (23 - f->mant));
+        return sign | 0x7FC00000u | payload;
+    }
+    if (isnan(iv)) return fbits(inv) | 0x00400000u;
+    if ((isinf(xv) && iv == 0) || (xv == 0 && isinf(iv))) return 0xFFC00000u;
+    return fbits((float)(xv * iv));
+}
+
+static bool f32_finite(uint32_t b) { return (b & 0x7F800000u) != 0x7F800000u; }
+
+enum { GUARD = 16 };
+
+/* Every ISA's unscale_into[st] on src (n elements), the source at byte offset soff and the
+ * destination at byte offset doff of their buffers (so both are unaligned in every way), must
+ * give want[] and want_ok, and leave the guard bytes after dst alone. */
+static void expect_into(mxp_dtype st, const unsigned char *src, size_t n, float inv,
+                        const uint32_t *want, bool want_ok, size_t soff, size_t doff,
+                        const char *what)
+{
+    const tfmt *f = &FMT[st];
+    size_t es = (size_t)f->width / 8;
+    unsigned char *sbuf = malloc(n * es + soff + 1), *dbuf = malloc(4 * n + doff + GUARD);
+    assert_non_null(sbuf);
+    assert_non_null(dbuf);
+    memcpy(sbuf + soff, src, n * es);
+    for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
+        const mxp__kernels *k = isa_table(isa);
+        if (!k) continue;
+        memset(dbuf, 0xA5, 4 * n + doff + GUARD);
+        bool ok = k->unscale_into[st](dbuf + doff, sbuf + soff, n, inv);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t g = (uint32_t)get_elem(dbuf + doff, 32, i);
+            if (g != want[i])
+                fail_msg("%s unscale_into %s -> float32 (%s) n=%zu soff=%zu doff=%zu: element %zu "
+                         "input 0x%llx inv %a: want 0x%08x got 0x%08x",
+                         k->name, f->name, what, n, soff, doff, i,
+                         (unsigned long long)get_elem(src, f->width, i), (double)inv, want[i], g);
+        }
+        for (size_t i = 0; i < GUARD; i++)
+            if (dbuf[doff + 4 * n + i] != 0xA5)
+                fail_msg("%s unscale_into %s (%s) n=%zu: wrote past the end (byte %zu)", k->name,
+                         f->name, what, n, i);
+        for (size_t i = 0; i < doff; i++)
+            if (dbuf[i] != 0xA5) fail_msg("%s unscale_into %s: wrote before dst", k->name, f->name);
+        if (ok != want_ok)
+            fail_msg("%s unscale_into %s (%s) n=%zu inv %a: returned %d, want %d", k->name, f->name,
+                     what, n, (double)inv, ok, want_ok);
+    }
+    free(sbuf);
+    free(dbuf);
+}
+
+/* want[] and the expected return value for src by the reference. */
+static bool ref_into_all(mxp_dtype st, const unsigned char *src, size_t n, float inv, uint32_t *want)
+{
+    const tfmt *f = &FMT[st];
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = get_elem(src, f->width, i);
+        want[i] = ref_into(st, x, inv);
+        ok = ok && ref_finite(f, x) && f32_finite(want[i]);
+    }
+    return ok;
+}
+
+/* Sizes 0..1000, unaligned source and destination, random finite data and NaN / inf planted:
+ * at every position for sizes 0..70, around the vector and block widths and 1000; at the ends,
+ * the middle and three random places for every other size. */
+static void test_unscale_into_planted(void **state)
+{
+    (void)state;
+    report_skips();
+    static const float scales[] = {65536.0f, 3072.0f, 0.1f, 0x1p120f};
+    enum { MAXN = 1000 };
+    uint32_t *want = malloc(MAXN * sizeof *want);
+    unsigned char *src = malloc(MAXN * 4);
+    assert_non_null(want);
+    assert_non_null(src);
+    for (size_t t = 0; t < NINTO; t++) {
+        const mxp_dtype st = into_srcs[t];
+        const tfmt *f = &FMT[st];
+        for (size_t n = 0; n <= MAXN; n++) {
+            float inv = (float)(1.0 / (double)scales[n % 4]);
+            for (size_t i = 0; i < n; i++) set_elem(src, f->width, i, random_finite(f));
+            bool ok = ref_into_all(st, src, n, inv, want);
+            assert_true(ok || scales[n % 4] < 1.0f); /* finite data, no overflow at scale >= 1 */
+            size_t soff = n % 5, doff = 1 + n % 3;
+            expect_into(st, src, n, inv, want, ok, soff, doff, "finite");
+            bool every = n <= 70 || (n >= 127 && n <= 129) || (n >= 255 && n <= 257) || n == MAXN;
+            size_t picks[6] = {0, 1, n / 2, n - 2, (size_t)(rnd() % (n + 1)), (size_t)(rnd() % (n + 1))};
+            size_t npos = every ? n : 6;
+            for (size_t k = 0; k < npos; k++) {
+                size_t pos = every ? k : picks[k];
+                if (pos >= n) continue;
+                uint64_t old = get_elem(src, f->width, pos);
+                uint32_t old_want = want[pos];
+                uint64_t bad = (pos & 1) ? nan_bits(f, pos & 2) : inf_bits(f, pos & 2);
+                set_elem(src, f->width, pos, bad);
+                want[pos] = ref_into(st, bad, inv);
+                expect_into(st, src, n, inv, want, false, (soff + pos) % 7, (doff + pos) % 5, "planted");
+                set_elem(src, f->width, pos, old);
+                want[pos] = old_want;
+            }
+        }
+    }
+    free(want);
+    free(src);
+}
+
+/* Every 16-bit pattern of float16 / bfloat16 and 8-bit pattern of the float8s, and random
+ * float32 patterns (dense in tiny and subnormal values), at every test scale. */
+static void test_unscale_into_patterns(void **state)
+{
+    (void)state;
+    report_skips();
+    size_t nmax = (size_t)1 << 16;
+    unsigned char *src = malloc(nmax * 4);
+    uint32_t *want = malloc(nmax * sizeof *want);
+    assert_non_null(src);
+    assert_non_null(want);
+    for (size_t t = 0; t < NINTO; t++) {
+        const mxp_dtype st = into_srcs[t];
+        const tfmt *f = &FMT[st];
+        size_t n = f->width == 32 ? nmax : (size_t)1 << f->width;
+        for (size_t sc = 0; sc < NSCALES; sc++) {
+            for (size_t i = 0; i < n; i++) {
+                uint64_t v = i;
+                if (f->width == 32) {
+                    v = rnd() & 0xFFFFFFFFu;
+                    if (i % 4 == 1) v &= 0x80FFFFFFu;                   /* tiny or subnormal */
+                    if (i % 4 == 2) v = (v & 0x83FFFFFFu) | 0x04000000u; /* small normal */
+                }
+                set_elem(src, f->width, i, v);
+            }
+            float inv = (float)(1.0 / (double)test_scales[sc]);
+            bool ok = ref_into_all(st, src, n, inv, want);
+            expect_into(st, src, n, inv, want, ok, sc % 4, sc % 3, "patterns");
+        }
+    }
+    free(src);
+    free(want);
+}
+
+/* The same bits whatever FTZ/DAZ and the rounding direction say. */
+static void test_unscale_into_fp_modes(void **state)
+{
+    (void)state;
+    report_skips();
+    size_t n = 4096;
+    unsigned char *src = malloc(n * 4), *dst = malloc(n * 4);
+    uint32_t *want = malloc(n * sizeof *want);
+    assert_non_null(src);
+    assert_non_null(dst);
+    assert_non_null(want);
+    for (int mode = 0; mode < 2; mode++) {
+        for (size_t t = 0; t < NINTO; t++) {
+            const mxp_dtype st = into_srcs[t];
+            const tfmt *f = &FMT[st];
+            for (size_t sc = 0; sc < NSCALES; sc++) {
+                float inv = (float)(1.0 / (double)test_scales[sc]);
+                for (size_t i = 0; i < n; i++) {
+                    uint64_t v = rnd() & ((1ull << f->width) - 1);
+                    if (i % 2 && f->width == 32) v &= 0x80FFFFFFull;
+                    set_elem(src, f->width, i, v);
+                }
+                ref_into_all(st, src, n, inv, want);
+                for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
+                    const mxp__kernels *k = isa_table(isa);
+                    if (!k) continue;
+                    if (mode == 0) {
+                        if (!mxp__fp_set_flush_denormals(true)) break;
+                        k->unscale_into[st](dst, src, n, inv);
+                        mxp__fp_set_flush_denormals(false);
+                    } else {
+                        assert_int_equal(fesetround(FE_UPWARD), 0);
+                        k->unscale_into[st](dst, src, n, inv);
+                        fesetround(FE_TONEAREST);
+                    }
+                    size_t i = tu_first_diff(want, dst, n, 4);
+                    if (i < n)
+                        fail_msg("%s unscale_into %s with %s: element %zu input 0x%llx inv %a: want "
+                                 "0x%08x got 0x%08x",
+                                 k->name, f->name, mode == 0 ? "FTZ+DAZ" : "FE_UPWARD", i,
+                                 (unsigned long long)get_elem(src, f->width, i), (double)inv, want[i],
+                                 (unsigned)get_elem(dst, 32, i));
+                }
+            }
+        }
+    }
+    free(src), free(dst), free(want);
+}
+
+/* Past 16 MiB of destination the SIMD kernels stream their stores (aligned head done by the
+ * scalar path): every ISA against the scalar kernel, aligned and misaligned destinations. */
+static void test_unscale_into_large(void **state)
+{
+    (void)state;
+    static const mxp_dtype ds[] = {MXP_FLOAT32, MXP_BFLOAT16, MXP_FLOAT16};
+    size_t n = ((size_t)17 << 20) / 4 + 77;
+    unsigned char *want = malloc(n * 4), *got = malloc(n * 4 + 8), *src = malloc(n * 4);
+    assert_non_null(want);
+    assert_non_null(got);
+    assert_non_null(src);
+    for (size_t t = 0; t < 3; t++) {
+        const tfmt *f = &FMT[ds[t]];
+        for (size_t i = 0; i < n; i++) set_elem(src, f->width, i, random_finite(f));
+        for (int planted = 0; planted < 2; planted++) {
+            if (planted) {
+                set_elem(src, f->width, 5, nan_bits(f, true));
+                set_elem(src, f->width, n - 3, inf_bits(f, false));
+            }
+            bool want_ok = mxp__scalar_kernels()->unscale_into[ds[t]](want, src, n, 0.25f);
+            for (int isa = 1; isa < MXP__ISA_COUNT; isa++) {
+                const mxp__kernels *k = isa_table(isa);
+                if (!k) continue;
+                for (size_t off = 0; off < 8; off += 4 + planted * 3) {
+                    bool ok = k->unscale_into[ds[t]](got + off, src, n, 0.25f);
+                    size_t i = tu_first_diff(want, got + off, n, 4);
+                    if (i < n || ok != want_ok)
+                        fail_msg("%s unscale_into %s large (planted %d, off %zu): first difference at "
+                                 "%zu, returned %d want %d",
+                                 k->name, f->name, planted, off, i, ok, want_ok);
+                }
+            }
+        }
+    }
+    free(want), free(got), free(src);
+}
+
+/* The public call: the bits of mxp_convert to float32 followed by mxp_unscale_check, the
+ * accepted pairs, in place for float32, and every refusal (false, nothing written, a message;
+ * the _s variant says MXP_EINVAL). */
+static void test_unscale_into_public(void **state)
+{
+    (void)state;
+    enum { N = 777 };
+    static const float scales[] = {65536.0f, 3.0f, 0.75f, 0x1p-140f, 0x1p127f};
+    unsigned char src[N * 4];
+    float via[N], got[N + 1];
+    for (size_t t = 0; t < NINTO; t++) {
+        const tfmt *f = &FMT[into_srcs[t]];
+        for (size_t sc = 0; sc < sizeof scales / sizeof scales[0]; sc++) {
+            for (size_t i = 0; i < N; i++)
+                set_elem(src, f->width, i, (i % 50 == 7) ? nan_bits(f, i & 1) : random_finite(f));
+            assert_int_equal(mxp_convert(via, MXP_FLOAT32, src, into_srcs[t], N), MXP_OK);
+            bool want = mxp_unscale_check(via, MXP_FLOAT32, N, scales[sc]);
+            assert_false(want); /* NaNs planted */
+            memset(got, 0x5A, sizeof got);
+            bool fin = true;
+            assert_int_equal(mxp_unscale_check_into_s(got, MXP_FLOAT32, src, into_srcs[t], N, scales[sc], &fin),
+                             MXP_OK);
+            assert_false(fin);
+            if (memcmp(got, via, sizeof via) != 0)
+                fail_msg("%s scale %g: mxp_unscale_check_into differs from convert + unscale_check at %zu",
+                         f->name, (double)scales[sc], tu_first_diff(got, via, N, 4));
+            assert_int_equal(tu_bits32(got[N]), 0x5A5A5A5Au);
+            /* without the NaNs: finite, and the bool form agrees */
+            for (size_t i = 7; i < N; i += 50) set_elem(src, f->width, i, 0);
+            bool want2 = mxp_all_finite(src, into_srcs[t], N);
+            assert_true(want2);
+            bool r = mxp_unscale_check_into(got, MXP_FLOAT32, src, into_srcs[t], N, scales[sc]);
+            assert_int_equal(mxp_convert(via, MXP_FLOAT32, src, into_srcs[t], N), MXP_OK);
+            assert_true(r == mxp_unscale_check(via, MXP_FLOAT32, N, scales[sc]));
+            assert_memory_equal(got, via, sizeof via);
+        }
+    }
+    /* in place for float32: the same as mxp_unscale_check */
+    float a[4] = {1.0f, -6.0f, 0x1p-149f, 3.0f}, b[4];
+    memcpy(b, a, sizeof a);
+    assert_true(mxp_unscale_check_into(a, MXP_FLOAT32, a, MXP_FLOAT32, 4, 2.0f));
+    assert_true(mxp_unscale_check(b, MXP_FLOAT32, 4, 2.0f));
+    assert_memory_equal(a, b, sizeof a);
+    /* n == 0: true, NULL buffers allowed */
+    assert_true(mxp_unscale_check_into(NULL, MXP_FLOAT32, NULL, MXP_FLOAT16, 0, 8.0f));
+
+    /* refusals */
+    uint16_t h[8] = {0x3C00, 0x4000, 0x4200, 0x4400, 0x3C00, 0x3C00, 0x3C00, 0x3C00}, hkeep[8];
+    float out[8], keep[8];
+    memcpy(hkeep, h, sizeof h);
+    static const float bad_scales[] = {0.0f, -1.0f, NAN, INFINITY, -INFINITY};
+    struct {
+        void *dst;
+        mxp_dtype dt;
+        const void *src;
+        mxp_dtype st;
+        size_t n;
+        float scale;
+        const char *word;
+    } cases[] = {
+        {out, MXP_FLOAT16, h, MXP_FLOAT16, 8, 2.0f, "destination dtype float16"},
+        {out, MXP_FLOAT64, h, MXP_FLOAT16, 8, 2.0f, "destination dtype float64"},
+        {out, (mxp_dtype)99, h, MXP_FLOAT16, 8, 2.0f, "destination dtype 99"},
+        {out, MXP_FLOAT32, h, MXP_FLOAT64, 2, 2.0f, "source dtype float64"},
+        {out, MXP_FLOAT32, h, MXP_INT32, 2, 2.0f, "source dtype int32"},
+        {out, MXP_FLOAT32, h, (mxp_dtype)-3, 2, 2.0f, "source dtype -3"},
+        {NULL, MXP_FLOAT32, h, MXP_FLOAT16, 8, 2.0f, "dst is NULL"},
+        {out, MXP_FLOAT32, NULL, MXP_FLOAT16, 8, 2.0f, "src is NULL"},
+        {out, MXP_FLOAT32, h, MXP_FLOAT16, SIZE_MAX, 2.0f, "past any possible buffer"},
+        {out, MXP_FLOAT32, h, MXP_FLOAT16, SIZE_MAX / 4 + 1, 2.0f, "past any possible buffer"},
+        {out, MXP_FLOAT32, h, MXP_FLOAT16, (size_t)PTRDIFF_MAX / 4 + 1, 2.0f, "past any possible buffer"},
+        {out, MXP_FLOAT32, (const char *)out + 4, MXP_FLOAT32, 4, 2.0f, "overlap"},
+        {(char *)out + 2, MXP_FLOAT32, out, MXP_FLOAT16, 4, 2.0f, "overlap"},
+        {out, MXP_FLOAT32, out, MXP_FLOAT16, 4, 2.0f, "overlap"}, /* same start, float16 */
+        {out, MXP_FLOAT32, out, MXP_BFLOAT16, 1, 2.0f, "overlap"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] + 5; i++) {
+        bool scale_case = i >= sizeof cases / sizeof cases[0];
+        void *d = scale_case ? out : cases[i].dst;
+        const void *sp = scale_case ? (const void *)h : cases[i].src;
+        mxp_dtype dt = scale_case ? MXP_FLOAT32 : cases[i].dt, st = scale_case ? MXP_FLOAT16 : cases[i].st;
+        size_t n = scale_case ? 8 : cases[i].n;
+        float scale = scale_case ? bad_scales[i - sizeof cases / sizeof cases[0]] : cases[i].scale;
+        const char *word = scale_case ? "not a loss scale" : cases[i].word;
+        for (size_t j = 0; j < 8; j++) out[j] = (float)j + 0.5f;
+        memcpy(keep, out, sizeof out);
+        mxp_clear_error();
+        assert_false(mxp_unscale_check_into(d, dt, sp, st, n, scale));
+        if (!strstr(mxp_last_error(), word))
+            fail_msg("case %zu: message '%s' lacks '%s'", i, mxp_last_error(), word);
+        assert_memory_equal(out, keep, sizeof out);
+        assert_memory_equal(h, hkeep, sizeof h);
+        bool fin = true;
+        mxp_clear_error();
+        assert_int_equal(mxp_unscale_check_into_s(d, dt, sp, st, n, scale, &fin), MXP_EINVAL);
+        assert_true(fin);
+        assert_true(*mxp_last_error() != '\0');
+        assert_memory_equal(out, keep, sizeof out);
+    }
+    assert_int_equal(mxp_unscale_check_into_s(out, MXP_FLOAT32, h, MXP_FLOAT16, 8, 2.0f, NULL), MXP_EINVAL);
+    assert_memory_equal(out, keep, sizeof out);
+}
+
+/* The reason for unscale_check_into (issue 16): float16 gradients of ~1e-8 scaled by 65536
+ * are normal float16 values; unscaling them in place in float16 flushes most of them back to
+ * zero (below float16's smallest subnormal, 6e-8), unscaling into float32 keeps every one,
+ * within float16's relative precision of the true gradient. */
+static void test_unscale_into_keeps_small_gradients(void **state)
+{
+    (void)state;
+    enum { N = 4096 };
+    const float scale = 65536.0f;
+    float true_g[N], scaled[N], master[N];
+    uint16_t g16[N], old_pattern[N];
+    for (size_t i = 0; i < N; i++) {
+        double u = (double)(rnd() >> 11) * 0x1p-53; /* [0, 1) */
+        true_g[i] = (float)((0.5 + u) * 1e-8 * ((i & 1) ? -1.0 : 1.0)); /* 5e-9 .. 1.5e-8 */
+        scaled[i] = true_g[i] * scale;                                   /* exact: power of 2 */
+    }
+    assert_int_equal(mxp_convert(g16, MXP_FLOAT16, scaled, MXP_FLOAT32, N), MXP_OK);
+    memcpy(old_pattern, g16, sizeof g16);
+    /* the old pattern: unscale in place in float16 */
+    assert_true(mxp_unscale_check(old_pattern, MXP_FLOAT16, N, scale));
+    size_t lost_old = 0, lost_new = 0;
+    for (size_t i = 0; i < N; i++) lost_old += (old_pattern[i] & 0x7FFF) == 0;
+    /* the right pattern: float16 scaled gradients into float32 master gradients */
+    assert_true(mxp_unscale_check_into(master, MXP_FLOAT32, g16, MXP_FLOAT16, N, scale));
+    for (size_t i = 0; i < N; i++) {
+        lost_new += master[i] == 0.0f;
+        /* float16 keeps 11 significant bits of the scaled value: relative error <= 2^-11 */
+        double rel = fabs((double)master[i] - (double)true_g[i]) / fabs((double)true_g[i]);
+        if (!(rel <= 0x1p-11)) fail_msg("gradient %zu: %a unscaled to %a (relative error %g)", i,
+                                        (double)true_g[i], (double)master[i], rel);
+        assert_true(signbit(master[i]) == signbit(true_g[i]));
+    }
+    print_message("small gradients lost: %zu of %d unscaled in float16, %zu into float32\n", lost_old,
+                  N, lost_new);
+    assert_true(lost_old > N / 2); /* the setup does show the problem */
+    assert_int_equal(lost_new, 0);
+}
+
+/* Misuse of the bool passes is reported, not mistaken for an overflow; mxp_clear_error. */
+static void test_misuse_reported(void **state)
+{
+    (void)state;
+    float v[4] = {1.0f, 2.0f, 3.0f, 4.0f}, keep[4];
+    memcpy(keep, v, sizeof v);
+    bool fin = true;
+    /* a stale message from an unrelated earlier failure must not be mistaken for this call's */
+    (void)mxp_select(true, NULL, NULL, NULL, MXP_FLOAT32, 3);
+    assert_true(*mxp_last_error() != '\0');
+    mxp_clear_error();
+    assert_string_equal(mxp_last_error(), "");
+    /* good calls leave the (cleared) message alone */
+    assert_true(mxp_all_finite(v, MXP_FLOAT32, 4));
+    assert_string_equal(mxp_last_error(), "");
+    struct {
+        const void *x;
+        mxp_dtype dt;
+        size_t n;
+        const char *word;
+    } bad[] = {
+        {NULL, MXP_FLOAT32, 3, "x is NULL"},
+        {v, (mxp_dtype)77, 3, "dtype 77"},
+        {v, (mxp_dtype)-1, 3, "dtype -1"},
+        {v, MXP_FLOAT32, SIZE_MAX, "past any possible buffer"},
+        {v, MXP_FLOAT64, SIZE_MAX / 8 + 1, "past any possible buffer"},
+        {v, MXP_FLOAT16, (size_t)PTRDIFF_MAX, "past any possible buffer"},
+        {v, MXP_INT32, SIZE_MAX, "past any possible buffer"},
+        {(const void *)(UINTPTR_MAX - 15), MXP_FLOAT32, 8, "past any possible buffer"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mxp_clear_error();
+        assert_false(mxp_all_finite(bad[i].x, bad[i].dt, bad[i].n));
+        if (!strstr(mxp_last_error(), bad[i].word))
+            fail_msg("all_finite case %zu: '%s' lacks '%s'", i, mxp_last_error(), bad[i].word);
+        fin = true;
+        assert_int_equal(mxp_all_finite_s(bad[i].x, bad[i].dt, bad[i].n, &fin), MXP_EINVAL);
+        assert_true(fin);
+        if (!mxp_dtype_is_floating(bad[i].dt)) continue;
+        mxp_clear_error();
+        assert_false(mxp_unscale_check((void *)(uintptr_t)bad[i].x, bad[i].dt, bad[i].n, 2.0f));
+        if (!strstr(mxp_last_error(), bad[i].word))
+            fail_msg("unscale_check case %zu: '%s' lacks '%s'", i, mxp_last_error(), bad[i].word);
+        assert_int_equal(mxp_unscale_check_s((void *)(uintptr_t)bad[i].x, bad[i].dt, bad[i].n, 2.0f, &fin),
+                         MXP_EINVAL);
+        assert_memory_equal(v, keep, sizeof v);
+    }
+    int32_t ints[2] = {1, 2};
+    mxp_clear_error();
+    assert_false(mxp_unscale_check(ints, MXP_INT32, 2, 2.0f));
+    assert_non_null(strstr(mxp_last_error(), "int32 is not a floating dtype"));
+    assert_int_equal(mxp_all_finite_s(v, MXP_FLOAT32, 4, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_unscale_check_s(v, MXP_FLOAT32, 4, 2.0f, NULL), MXP_EINVAL);
+    assert_memory_equal(v, keep, sizeof v);
+    /* not finite is MXP_OK with false */
+    v[2] = INFINITY;
+    assert_int_equal(mxp_all_finite_s(v, MXP_FLOAT32, 4, &fin), MXP_OK);
+    assert_false(fin);
+    assert_int_equal(mxp_unscale_check_s(v, MXP_FLOAT32, 4, 2.0f, &fin), MXP_OK);
+    assert_false(fin);
+    assert_true(v[0] == 0.5f);
+    assert_int_equal(mxp_all_finite_s(NULL, MXP_FLOAT32, 0, &fin), MXP_OK);
+    assert_true(fin);
+    assert_int_equal(mxp_all_finite_s(ints, MXP_INT32, 2, &fin), MXP_OK);
+    assert_true(fin);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -674,6 +1142,13 @@ int main(void)
         cmocka_unit_test(test_unscale_fp_modes),
         cmocka_unit_test(test_unscale_large),
         cmocka_unit_test(test_agrees_with_convert),
+        cmocka_unit_test(test_misuse_reported),
+        cmocka_unit_test(test_unscale_into_public),
+        cmocka_unit_test(test_unscale_into_keeps_small_gradients),
+        cmocka_unit_test(test_unscale_into_planted),
+        cmocka_unit_test(test_unscale_into_patterns),
+        cmocka_unit_test(test_unscale_into_fp_modes),
+        cmocka_unit_test(test_unscale_into_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

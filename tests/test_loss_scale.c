@@ -256,11 +256,18 @@ static void test_validity(void **state)
     assert_true(mxp_loss_scale_is_valid(b));
 #undef BAD
     assert_int_equal(mxp_loss_scale_validate(NULL), MXP_EINVAL);
-    /* dynamic with initial scale below the default min 1 is invalid (jmp would clamp later) */
-    assert_false(mxp_loss_scale_is_valid(mxp_loss_scale_dynamic(0.5f)));
+    /* dynamic with an initial scale below 1 gets min_scale 0: valid, and it shrinks */
     mxp_loss_scale z = mxp_loss_scale_dynamic(0.5f);
-    z.min_scale = 0.0f;
     assert_true(mxp_loss_scale_is_valid(z));
+    assert_true(z.min_scale == 0.0f && z.scale == 0.5f && z.period == 2000 && z.factor == 2.0f);
+    /* from 1 up the default floor 1 stays (DESIGN.md's default) */
+    assert_true(mxp_loss_scale_dynamic(1.0f).min_scale == 1.0f);
+    assert_true(mxp_loss_scale_dynamic(0x1.fffffep-1f).min_scale == 0.0f);
+    /* bad initial scales still give invalid states (the _ex constructor reports them) */
+    assert_false(mxp_loss_scale_is_valid(mxp_loss_scale_dynamic(0.0f)));
+    assert_false(mxp_loss_scale_is_valid(mxp_loss_scale_dynamic(-0.5f)));
+    assert_false(mxp_loss_scale_is_valid(mxp_loss_scale_dynamic(NAN)));
+    assert_false(mxp_loss_scale_is_valid(mxp_loss_scale_dynamic(INFINITY)));
 }
 
 static float random_float_bits(uint32_t lo, uint32_t hi) /* uniform over bit patterns [lo, hi] */
@@ -420,6 +427,7 @@ static void test_restore_errors(void **state)
     assert_int_equal(mxp_loss_scale_restore("mxp-loss-scale/1", NULL), MXP_EINVAL);
     /* an invalid state can be saved, but not restored */
     mxp_loss_scale bad = mxp_loss_scale_dynamic(0.25f);
+    bad.min_scale = 1.0f;
     char buf[MXP_LOSS_SCALE_TEXT_MAX];
     mxp_loss_scale_save(&bad, buf, sizeof buf);
     assert_int_equal(mxp_loss_scale_restore(buf, &out), MXP_EINVAL);
@@ -646,6 +654,197 @@ static void test_shrink_never_reaches_zero(void **state)
     assert_false(mxp_loss_scale_at_min(s));
 }
 
+/* ---- checked constructors, reporting adjust, NULL handling (issue 16) ---------------------- */
+
+static void test_checked_constructors(void **state)
+{
+    (void)state;
+    mxp_loss_scale s, keep;
+    memset(&s, 0x77, sizeof s);
+    keep = s;
+    assert_int_equal(mxp_loss_scale_dynamic_ex(65536.0f, 2000, 2.0f, 0.0f, INFINITY, &s), MXP_OK);
+    mxp_loss_scale want = mxp_loss_scale_dynamic(65536.0f);
+    want.min_scale = 0.0f;
+    assert_true(same_state(&s, &want));
+    assert_int_equal(mxp_loss_scale_dynamic_ex(0.5f, 7, 1.5f, 0.25f, 8.0f, &s), MXP_OK);
+    assert_true(s.kind == MXP_LOSS_SCALE_DYNAMIC && s.scale == 0.5f && s.counter == 0 && s.period == 7 &&
+                s.factor == 1.5f && s.min_scale == 0.25f && s.max_scale == 8.0f);
+    static const struct {
+        float init;
+        int32_t period;
+        float factor, min, max;
+        const char *word;
+    } bad[] = {
+        {0.0f, 2000, 2.0f, 0.0f, INFINITY, "initial_scale 0"},
+        {-2.0f, 2000, 2.0f, 0.0f, INFINITY, "initial_scale -2"},
+        {NAN, 2000, 2.0f, 0.0f, INFINITY, "initial_scale nan"},
+        {INFINITY, 2000, 2.0f, 0.0f, INFINITY, "initial_scale inf"},
+        {8.0f, 0, 2.0f, 1.0f, INFINITY, "period 0"},
+        {8.0f, -3, 2.0f, 1.0f, INFINITY, "period -3"},
+        {8.0f, 2000, 0.5f, 1.0f, INFINITY, "factor 0.5"},
+        {8.0f, 2000, 1.0f, 1.0f, INFINITY, "factor 1"},
+        {8.0f, 2000, INFINITY, 1.0f, INFINITY, "factor inf"},
+        {8.0f, 2000, NAN, 1.0f, INFINITY, "factor nan"},
+        {8.0f, 2000, 2.0f, -1.0f, INFINITY, "min_scale -1"},
+        {8.0f, 2000, 2.0f, 16.0f, INFINITY, "min_scale 16"},
+        {8.0f, 2000, 2.0f, NAN, INFINITY, "min_scale nan"},
+        {8.0f, 2000, 2.0f, 1.0f, 4.0f, "max_scale 4"},
+        {8.0f, 2000, 2.0f, 1.0f, NAN, "max_scale nan"},
+    };
+    keep = s;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mxp_clear_error();
+        assert_int_equal(mxp_loss_scale_dynamic_ex(bad[i].init, bad[i].period, bad[i].factor, bad[i].min,
+                                                   bad[i].max, &s),
+                         MXP_EINVAL);
+        if (!strstr(mxp_last_error(), bad[i].word))
+            fail_msg("case %zu: '%s' lacks '%s'", i, mxp_last_error(), bad[i].word);
+        assert_true(same_state(&s, &keep));
+    }
+    assert_int_equal(mxp_loss_scale_dynamic_ex(8.0f, 2000, 2.0f, 1.0f, INFINITY, NULL), MXP_EINVAL);
+    /* static */
+    assert_int_equal(mxp_loss_scale_static_ex(0.125f, &s), MXP_OK);
+    want = mxp_loss_scale_static(0.125f);
+    assert_true(same_state(&s, &want) && mxp_loss_scale_is_valid(s));
+    keep = s;
+    static const float bad_static[] = {0.0f, -0.0f, -1.0f, NAN, INFINITY};
+    for (size_t i = 0; i < 5; i++) {
+        mxp_clear_error();
+        assert_int_equal(mxp_loss_scale_static_ex(bad_static[i], &s), MXP_EINVAL);
+        assert_non_null(strstr(mxp_last_error(), "must be finite and > 0"));
+        assert_true(same_state(&s, &keep));
+    }
+    assert_int_equal(mxp_loss_scale_static_ex(1.0f, NULL), MXP_EINVAL);
+}
+
+/* dynamic(0.5), legal in PyTorch and jmp, used to give an invalid state that adjust froze: now it
+ * is valid (min_scale 0), shrinks on overflow like PyTorch's GradScaler and grows back. */
+static void test_scale_below_one(void **state)
+{
+    (void)state;
+    mxp_loss_scale s = mxp_loss_scale_dynamic(0.5f);
+    s.period = 2;
+    s = mxp_loss_scale_adjust(s, false);
+    assert_true(s.scale == 0.25f);
+    s = mxp_loss_scale_adjust(s, false);
+    assert_true(s.scale == 0.125f);
+    s = mxp_loss_scale_adjust(mxp_loss_scale_adjust(s, true), true);
+    assert_true(s.scale == 0.25f);
+    assert_false(mxp_loss_scale_at_min(s));
+    /* the text round trip of such a state */
+    char buf[MXP_LOSS_SCALE_TEXT_MAX];
+    assert_true(mxp_loss_scale_save(&s, buf, sizeof buf) > 0);
+    mxp_loss_scale back;
+    assert_int_equal(mxp_loss_scale_restore(buf, &back), MXP_OK);
+    assert_true(same_state(&back, &s));
+}
+
+/* adjust_reduce is an adjust that reports an invalid state (adjust itself returns it unchanged,
+ * as DESIGN.md says); the reduction is still called so collectives stay matched. */
+static int count_reduce(int *flag, void *ctx)
+{
+    (void)flag;
+    (*(int *)ctx)++;
+    return 0;
+}
+
+static void test_adjust_reports_invalid(void **state)
+{
+    (void)state;
+    mxp_loss_scale bad[3];
+    bad[0] = mxp_loss_scale_dynamic(8.0f);
+    bad[0].period = 0;
+    bad[1] = mxp_loss_scale_dynamic(8.0f);
+    bad[1].factor = 0.5f;
+    bad[2] = mxp_loss_scale_dynamic(0.5f);
+    bad[2].min_scale = 1.0f;
+    static const char *const words[3] = {"period must", "factor must", "min_scale must"};
+    for (int i = 0; i < 3; i++) {
+        mxp_loss_scale s = bad[i];
+        int calls = 0;
+        bool g = true;
+        mxp_clear_error();
+        assert_int_equal(mxp_loss_scale_adjust_reduce(&s, false, count_reduce, &calls, &g), MXP_EINVAL);
+        assert_int_equal(calls, 1);
+        assert_true(same_state(&s, &bad[i]) && g);
+        if (!strstr(mxp_last_error(), words[i])) fail_msg("'%s' lacks '%s'", mxp_last_error(), words[i]);
+        assert_int_equal(mxp_loss_scale_adjust_reduce(&s, true, NULL, NULL, NULL), MXP_EINVAL);
+        mxp_loss_scale a = mxp_loss_scale_adjust(s, false); /* the contract: unchanged */
+        assert_true(same_state(&a, &bad[i]));
+    }
+    mxp_loss_scale s = mxp_loss_scale_dynamic(8.0f);
+    assert_int_equal(mxp_loss_scale_adjust_reduce(&s, false, NULL, NULL, NULL), MXP_OK);
+    assert_true(s.scale == 4.0f);
+}
+
+/* Every function of the family with NULL: an error (status, -1 or false with a message), never
+ * a crash, nothing written. */
+static void test_null_everywhere(void **state)
+{
+    (void)state;
+    mxp_loss_scale s = mxp_loss_scale_dynamic(1024.0f);
+    char buf[MXP_LOSS_SCALE_TEXT_MAX];
+    memset(buf, 'x', sizeof buf);
+    mxp_clear_error();
+    assert_int_equal(mxp_loss_scale_save(&s, NULL, 100), -1); /* segfaulted before */
+    assert_non_null(strstr(mxp_last_error(), "buf is NULL"));
+    mxp_clear_error();
+    assert_int_equal(mxp_loss_scale_save(NULL, buf, sizeof buf), -1);
+    assert_non_null(strstr(mxp_last_error(), "non-NULL"));
+    assert_int_equal(mxp_loss_scale_save(NULL, NULL, 0), -1);
+    assert_int_equal(buf[0], 'x');
+    assert_true(mxp_loss_scale_save(&s, NULL, 0) > 0); /* measuring is allowed */
+    assert_int_equal(mxp_loss_scale_restore(NULL, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_loss_scale_restore(NULL, &s), MXP_EINVAL);
+    assert_int_equal(mxp_loss_scale_restore("mxp-loss-scale/1", NULL), MXP_EINVAL);
+    assert_int_equal(mxp_loss_scale_validate(NULL), MXP_EINVAL);
+    assert_int_equal(mxp_loss_scale_adjust_reduce(NULL, true, NULL, NULL, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_loss_scale_static_ex(2.0f, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_loss_scale_dynamic_ex(2.0f, 10, 2.0f, 1.0f, INFINITY, NULL), MXP_EINVAL);
+    assert_int_equal(mxp_select(true, NULL, buf, buf, MXP_INT8, 1), MXP_EINVAL);
+    assert_int_equal(mxp_select(true, buf, NULL, buf, MXP_INT8, 1), MXP_EINVAL);
+    assert_int_equal(mxp_select(true, buf, buf, NULL, MXP_INT8, 1), MXP_EINVAL);
+    assert_int_equal(mxp_tree_select(true, NULL, NULL, NULL), MXP_EINVAL);
+    assert_true(mxp_tree_all_finite(NULL));
+    assert_true(mxp_tree_unscale_check(NULL, 2.0f));
+    mxp_clear_error();
+    assert_false(mxp_tree_unscale_check(NULL, -2.0f)); /* a bad scale, even for no leaves */
+    assert_non_null(strstr(mxp_last_error(), "not a loss scale"));
+    bool fin;
+    assert_int_equal(mxp_all_finite_s(NULL, MXP_FLOAT32, 1, &fin), MXP_EINVAL);
+    assert_int_equal(mxp_unscale_check_s(NULL, MXP_FLOAT32, 1, 1.0f, &fin), MXP_EINVAL);
+    assert_int_equal(mxp_unscale_check_into_s(NULL, MXP_FLOAT32, NULL, MXP_FLOAT16, 1, 1.0f, &fin), MXP_EINVAL);
+}
+
+/* mxp_select: out overlapping a or b (other than being it) is refused, whichever is selected. */
+static void test_select_overlap(void **state)
+{
+    (void)state;
+    float buf[16], keep[16];
+    for (int i = 0; i < 16; i++) buf[i] = (float)i;
+    memcpy(keep, buf, sizeof buf);
+    for (int pred = 0; pred < 2; pred++) {
+        mxp_clear_error();
+        assert_int_equal(mxp_select(pred, buf + 1, buf, buf + 8, MXP_FLOAT32, 4), MXP_EINVAL);
+        assert_non_null(strstr(mxp_last_error(), "overlaps a"));
+        assert_int_equal(mxp_select(pred, buf, buf + 8, buf + 2, MXP_FLOAT32, 4), MXP_EINVAL);
+        assert_non_null(strstr(mxp_last_error(), "overlaps b"));
+        assert_int_equal(mxp_select(pred, (char *)buf + 1, buf, buf + 8, MXP_FLOAT32, 4), MXP_EINVAL);
+        assert_memory_equal(buf, keep, sizeof buf);
+    }
+    /* allowed: out is a or b itself; disjoint; a and b overlapping each other; just touching */
+    assert_int_equal(mxp_select(true, buf, buf, buf + 4, MXP_FLOAT32, 4), MXP_OK);
+    assert_int_equal(mxp_select(false, buf, buf + 4, buf, MXP_FLOAT32, 4), MXP_OK);
+    assert_int_equal(mxp_select(true, buf + 12, buf, buf + 1, MXP_FLOAT32, 4), MXP_OK);
+    assert_true(buf[12] == 0.0f && buf[15] == 3.0f);
+    assert_int_equal(mxp_select(false, buf + 4, buf + 8, buf, MXP_FLOAT32, 4), MXP_OK);
+    assert_true(buf[4] == 0.0f && buf[7] == 3.0f);
+    /* spans past any buffer */
+    assert_int_equal(mxp_select(true, buf, buf, buf, MXP_FLOAT32, SIZE_MAX), MXP_EINVAL);
+    assert_non_null(strstr(mxp_last_error(), "past any possible buffer"));
+    assert_int_equal(mxp_select(true, buf, buf, buf, MXP_INT8, (size_t)PTRDIFF_MAX + 1), MXP_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -661,6 +860,11 @@ int main(void)
         cmocka_unit_test(test_select_buffers),
         cmocka_unit_test(test_trees),
         cmocka_unit_test(test_shrink_never_reaches_zero),
+        cmocka_unit_test(test_checked_constructors),
+        cmocka_unit_test(test_scale_below_one),
+        cmocka_unit_test(test_adjust_reports_invalid),
+        cmocka_unit_test(test_null_everywhere),
+        cmocka_unit_test(test_select_overlap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -246,6 +246,142 @@ static bool unscale_f16(void *x, size_t n, float inv)
     return ok;
 }
 
+/* ---- unscale_into: float32 / bfloat16 / float16 scaled gradients -> float32 ---------------- */
+
+/*
+ * The destination is written once and not read, so large passes stream it (non-temporal
+ * stores, like memcpy's large-copy path: no read-for-ownership of the destination lines); the
+ * source is only read. Same threshold and head handling as above, on the destination address.
+ * NaN lanes need no fix-up here: the product of a NaN lane and a finite nonzero inv is that
+ * NaN quieted (sign and payload kept), as the scalar rule says, and the widenings below keep
+ * payloads (vcvtph2ps moves a float16 payload up 13 bits, bfloat16 is shifted into place).
+ * Tiny lanes (0 < |widened x| < threshold, finite.h) could be subnormal inputs (bfloat16) or
+ * give subnormal products that FTZ would flush: their 16-element block goes to the scalar
+ * reference. float16 values widen to normal float32 (>= 2^-24), so there only products can be
+ * tiny, which takes inv below 2^-100 (a loss scale above 2^100).
+ */
+static inline void store_f32x8(unsigned char *q, __m256 v, bool stream)
+{
+    store256(q, _mm256_castps_si256(v), stream);
+}
+
+static bool into_f32(void *dst, const void *src, size_t n, float inv)
+{
+    mxp__unscale_into_fn scalar = mxp__scalar_kernels()->unscale_into[MXP_FLOAT32];
+    uint32_t thr;
+    if (!fast_setup(inv, &thr)) return scalar(dst, src, n, inv);
+    const __m256i thr_m1 = _mm256_set1_epi32((int)((thr - 1u) ^ 0x80000000u));
+    const unsigned char *s = src;
+    unsigned char *d = dst;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
+    __m256i acc = _mm256_setzero_si256();
+    bool stream;
+    size_t i = stream_head(dst, n, 4, &stream);
+    bool ok = i ? scalar(dst, src, i, inv) : true;
+    for (; i + 16 <= n; i += 16) {
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(s + 4 * i));
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(s + 4 * i + 32));
+        __m256i t = _mm256_or_si256(tiny_lanes(v0, thr_m1), tiny_lanes(v1, thr_m1));
+        if (!_mm256_testz_si256(t, t)) {
+            ok &= scalar(d + 4 * i, s + 4 * i, 16, inv);
+            continue;
+        }
+        __m256 y0 = _mm256_mul_ps(_mm256_castsi256_ps(v0), vinv);
+        __m256 y1 = _mm256_mul_ps(_mm256_castsi256_ps(v1), vinv);
+        store_f32x8(d + 4 * i, y0, stream);
+        store_f32x8(d + 4 * i + 32, y1, stream);
+        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y0), abs));
+        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y1), abs));
+    }
+    if (stream) _mm_sfence();
+    const __m256i lim = _mm256_set1_epi32(0x7F7FFFFF);
+    ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu32(acc, lim), lim)) == -1;
+    if (i < n) ok &= scalar(d + 4 * i, s + 4 * i, n - i, inv);
+    return ok;
+}
+
+static bool into_bf16(void *dst, const void *src, size_t n, float inv)
+{
+    mxp__unscale_into_fn scalar = mxp__scalar_kernels()->unscale_into[MXP_BFLOAT16];
+    uint32_t thr;
+    if (!fast_setup(inv, &thr)) return scalar(dst, src, n, inv);
+    /* tiny lanes on the 16-bit values: 0 <= |b| - 1 <= t16 (see unscale_bf16) */
+    const __m256i t16 = _mm256_set1_epi16((short)(((thr - 1u) >> 16) - 1u));
+    const unsigned char *s = src;
+    unsigned char *d = dst;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i abs16 = _mm256_set1_epi16(0x7FFF), one16 = _mm256_set1_epi16(1),
+                  abs = _mm256_set1_epi32(0x7FFFFFFF);
+    __m256i acc = _mm256_setzero_si256();
+    bool stream;
+    size_t i = stream_head(dst, n, 4, &stream);
+    bool ok = i ? scalar(dst, src, i, inv) : true;
+    for (; i + 16 <= n; i += 16) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(s + 2 * i));
+        __m256i a = _mm256_sub_epi16(_mm256_and_si256(v, abs16), one16);
+        __m256i t = _mm256_cmpeq_epi16(_mm256_min_epu16(a, t16), a);
+        if (!_mm256_testz_si256(t, t)) {
+            ok &= scalar(d + 4 * i, s + 2 * i, 16, inv);
+            continue;
+        }
+        /* bfloat16 -> float32, in order: zero-extend 8 lanes to 32 bits, shift into the top half */
+        __m256 x0 = _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(v)), 16));
+        __m256 x1 = _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(v, 1)), 16));
+        __m256 y0 = _mm256_mul_ps(x0, vinv), y1 = _mm256_mul_ps(x1, vinv);
+        store_f32x8(d + 4 * i, y0, stream);
+        store_f32x8(d + 4 * i + 32, y1, stream);
+        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y0), abs));
+        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y1), abs));
+    }
+    if (stream) _mm_sfence();
+    const __m256i lim = _mm256_set1_epi32(0x7F7FFFFF);
+    ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu32(acc, lim), lim)) == -1;
+    if (i < n) ok &= scalar(d + 4 * i, s + 2 * i, n - i, inv);
+    return ok;
+}
+
+static bool into_f16(void *dst, const void *src, size_t n, float inv)
+{
+    mxp__unscale_into_fn scalar = mxp__scalar_kernels()->unscale_into[MXP_FLOAT16];
+    uint32_t thr;
+    if (!fast_setup(inv, &thr)) return scalar(dst, src, n, inv);
+    const bool check_tiny = thr > 0x33800000u; /* 2^-24, the smallest float16 magnitude */
+    const __m256i thr_m1 = _mm256_set1_epi32((int)((thr - 1u) ^ 0x80000000u));
+    const unsigned char *s = src;
+    unsigned char *d = dst;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
+    __m256i acc = _mm256_setzero_si256();
+    bool stream;
+    size_t i = stream_head(dst, n, 4, &stream);
+    bool ok = i ? scalar(dst, src, i, inv) : true;
+    for (; i + 16 <= n; i += 16) {
+        __m256 x0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + 2 * i)));
+        __m256 x1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + 2 * i + 16)));
+        if (check_tiny) {
+            __m256i t = _mm256_or_si256(tiny_lanes(_mm256_castps_si256(x0), thr_m1),
+                                        tiny_lanes(_mm256_castps_si256(x1), thr_m1));
+            if (!_mm256_testz_si256(t, t)) {
+                ok &= scalar(d + 4 * i, s + 2 * i, 16, inv);
+                continue;
+            }
+        }
+        __m256 y0 = _mm256_mul_ps(x0, vinv), y1 = _mm256_mul_ps(x1, vinv);
+        store_f32x8(d + 4 * i, y0, stream);
+        store_f32x8(d + 4 * i + 32, y1, stream);
+        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y0), abs));
+        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y1), abs));
+    }
+    if (stream) _mm_sfence();
+    const __m256i lim = _mm256_set1_epi32(0x7F7FFFFF);
+    ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu32(acc, lim), lim)) == -1;
+    if (i < n) ok &= scalar(d + 4 * i, s + 2 * i, n - i, inv);
+    return ok;
+}
+
 void mxp__finite_register_avx2(mxp__kernels *k)
 {
     k->all_finite[MXP_FLOAT64] = all_finite_f64;
@@ -257,4 +393,7 @@ void mxp__finite_register_avx2(mxp__kernels *k)
     k->unscale_check[MXP_FLOAT32] = unscale_f32;
     k->unscale_check[MXP_FLOAT16] = unscale_f16;
     k->unscale_check[MXP_BFLOAT16] = unscale_bf16;
+    k->unscale_into[MXP_FLOAT32] = into_f32;
+    k->unscale_into[MXP_FLOAT16] = into_f16;
+    k->unscale_into[MXP_BFLOAT16] = into_bf16;
 }

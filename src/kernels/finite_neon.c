@@ -13,6 +13,7 @@
  * subnormals in and out) is allowed: as in the AVX2 kernels, a block with a lane
  * 0 < |x| < tiny threshold (finite.h) goes to the scalar path, and for float16 a flushed
  * product is below half the smallest float16 subnormal anyway.
+ * unscale_into (float32 / bfloat16 / float16 -> float32) is at the end.
  */
 #include <arm_neon.h>
 #include <string.h>
@@ -180,6 +181,71 @@ static bool unscale_f16(void *x, size_t n, float inv)
     return ok;
 }
 
+/* ---- unscale_into: float32 / bfloat16 / float16 -> float32 ---------------------------------- */
+
+/* As in finite_avx2.c: NaN lanes need no fix-up (fmul with DN = 0 returns the NaN operand
+ * quieted, and the widenings keep payloads); a block with a tiny widened lane (0 < |x| < the
+ * threshold) goes to the scalar reference, since FPCR.FZ may flush it or its product. */
+static inline uint32x4_t tiny4(uint32x4_t v, uint32x4_t thr_m1)
+{
+    return vcltq_u32(vsubq_u32(vandq_u32(v, vdupq_n_u32(0x7FFFFFFFu)), vdupq_n_u32(1)), thr_m1);
+}
+
+#define INTO_NEON(NAME, DT, ES, LOAD8)                                                          \
+    static bool NAME(void *dst, const void *src, size_t n, float inv)                            \
+    {                                                                                            \
+        mxp__unscale_into_fn scalar = mxp__scalar_kernels()->unscale_into[DT];                   \
+        if (!inv_normal(inv) || !fpcr_plain() || !mxp__unscale_hw_ok())                          \
+            return scalar(dst, src, n, inv);                                                     \
+        const uint32x4_t thr_m1 = vdupq_n_u32(mxp__unscale_tiny_threshold(inv) - 1u);            \
+        const uint32x4_t abs = vdupq_n_u32(0x7FFFFFFFu);                                         \
+        const float32x4_t vinv = vdupq_n_f32(inv);                                               \
+        const uint8_t *s = src;                                                                  \
+        uint8_t *d = dst;                                                                        \
+        uint32x4_t acc = vdupq_n_u32(0);                                                         \
+        bool ok = true;                                                                          \
+        size_t i = 0;                                                                            \
+        for (; i + 8 <= n; i += 8) {                                                             \
+            uint32x4_t x0, x1;                                                                   \
+            LOAD8(s + (ES) * i, x0, x1);                                                         \
+            if (vmaxvq_u32(vorrq_u32(tiny4(x0, thr_m1), tiny4(x1, thr_m1)))) {                   \
+                ok &= scalar(d + 4 * i, s + (ES) * i, 8, inv);                                   \
+                continue;                                                                        \
+            }                                                                                    \
+            uint32x4_t y0 = vreinterpretq_u32_f32(vmulq_f32(vreinterpretq_f32_u32(x0), vinv));   \
+            uint32x4_t y1 = vreinterpretq_u32_f32(vmulq_f32(vreinterpretq_f32_u32(x1), vinv));   \
+            vst1q_u8(d + 4 * i, vreinterpretq_u8_u32(y0));                                       \
+            vst1q_u8(d + 4 * i + 16, vreinterpretq_u8_u32(y1));                                  \
+            acc = vmaxq_u32(acc, vmaxq_u32(vandq_u32(y0, abs), vandq_u32(y1, abs)));             \
+        }                                                                                        \
+        ok &= vmaxvq_u32(acc) <= 0x7F7FFFFFu;                                                    \
+        if (i < n) ok &= scalar(d + 4 * i, s + (ES) * i, n - i, inv);                            \
+        return ok;                                                                               \
+    }
+
+/* 8 elements at p, widened to float32 bits in x0 (elements 0..3) and x1 (4..7) */
+#define LOAD8_F32(p, x0, x1)                                                                    \
+    do {                                                                                         \
+        x0 = vreinterpretq_u32_u8(vld1q_u8(p));                                                  \
+        x1 = vreinterpretq_u32_u8(vld1q_u8((p) + 16));                                           \
+    } while (0)
+#define LOAD8_BF16(p, x0, x1)                                                                   \
+    do {                                                                                         \
+        uint16x8_t v_ = vreinterpretq_u16_u8(vld1q_u8(p));                                       \
+        x0 = vshll_n_u16(vget_low_u16(v_), 16);                                                  \
+        x1 = vshll_high_n_u16(v_, 16);                                                           \
+    } while (0)
+#define LOAD8_F16(p, x0, x1)                                                                    \
+    do {                                                                                         \
+        uint16x8_t v_ = vreinterpretq_u16_u8(vld1q_u8(p));                                       \
+        x0 = vreinterpretq_u32_f32(vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(v_))));        \
+        x1 = vreinterpretq_u32_f32(vcvt_f32_f16(vreinterpret_f16_u16(vget_high_u16(v_))));       \
+    } while (0)
+
+INTO_NEON(into_f32, MXP_FLOAT32, 4, LOAD8_F32)
+INTO_NEON(into_bf16, MXP_BFLOAT16, 2, LOAD8_BF16)
+INTO_NEON(into_f16, MXP_FLOAT16, 2, LOAD8_F16)
+
 void mxp__finite_register_neon(mxp__kernels *k)
 {
     k->all_finite[MXP_FLOAT32] = all_finite_f32;
@@ -188,4 +254,7 @@ void mxp__finite_register_neon(mxp__kernels *k)
     k->unscale_check[MXP_FLOAT32] = unscale_f32;
     k->unscale_check[MXP_FLOAT16] = unscale_f16;
     k->unscale_check[MXP_BFLOAT16] = unscale_bf16;
+    k->unscale_into[MXP_FLOAT32] = into_f32;
+    k->unscale_into[MXP_FLOAT16] = into_f16;
+    k->unscale_into[MXP_BFLOAT16] = into_bf16;
 }

@@ -414,6 +414,51 @@ UNSCALE_NARROW(unscale_bf16, uint16_t, widen_bf16, narrow_bf16, NF_BF16)
 UNSCALE_NARROW(unscale_e4m3, uint8_t, widen_e4m3, narrow_e4m3, NF_E4M3)
 UNSCALE_NARROW(unscale_e5m2, uint8_t, widen_e5m2, narrow_e5m2, NF_E5M2)
 
+/*
+ * unscale_into: float32 destination. The source is widened exactly to float32 - NaNs keep their
+ * sign and payload (float16 / e5m2 payload moved up, e4m3fn's only NaN has none), as mxp_convert
+ * widens - and then multiplied like unscale_f32, whose NaN rule (an input NaN is kept, quieted)
+ * then applies. widen_f16 above makes NaNs canonical (the narrowing that follows in
+ * unscale_f16 drops payloads anyway), so NaN inputs are widened here with their payload.
+ */
+static inline uint32_t widen_f16_payload(uint16_t v)
+{
+    if ((v & 0x7C00u) == 0x7C00u) /* inf or NaN: S 11111111 (10 payload bits) 0000000000000 */
+        return ((uint32_t)(v & 0x8000u) << 16) | 0x7F800000u | ((uint32_t)(v & 0x3FFu) << 13);
+    return widen_f16(v);
+}
+
+static inline uint32_t widen_e5m2_payload(uint8_t v) { return widen_f16_payload((uint16_t)(v << 8)); }
+
+static inline uint32_t widen_f32(uint32_t v) { return v; }
+
+#define NF_F32(v) ((v & 0x7F800000u) == 0x7F800000u)
+
+#define UNSCALE_INTO(NAME, T, WIDEN, NONFINITE)                                                  \
+    static bool NAME(void *dst, const void *src, size_t n, float inv)                            \
+    {                                                                                            \
+        const unsigned char *s = src;                                                            \
+        unsigned char *d = dst;                                                                  \
+        uint32_t ib = f32_bits(inv), ie = (ib >> 23) & 0xFF;                                     \
+        bool hw = ie != 0 && ie != 0xFF && mxp__unscale_hw_ok();                                 \
+        uint32_t thr = hw ? mxp__unscale_tiny_threshold(inv) : 0x7F800000u;                      \
+        unsigned bad = 0;                                                                        \
+        for (size_t i = 0; i < n; i++) {                                                         \
+            T v;                                                                                 \
+            memcpy(&v, s + i * sizeof v, sizeof v);                                              \
+            uint32_t r = mul_f32(WIDEN(v), ib, inv, thr, hw);                                    \
+            bad |= (unsigned)(NONFINITE(v) | NF_F32(r));                                         \
+            memcpy(d + 4 * i, &r, 4);                                                            \
+        }                                                                                        \
+        return bad == 0;                                                                         \
+    }
+
+UNSCALE_INTO(into_f32, uint32_t, widen_f32, NF_F32)
+UNSCALE_INTO(into_f16, uint16_t, widen_f16_payload, NF_F16)
+UNSCALE_INTO(into_bf16, uint16_t, widen_bf16, NF_BF16)
+UNSCALE_INTO(into_e4m3, uint8_t, widen_e4m3, NF_E4M3)
+UNSCALE_INTO(into_e5m2, uint8_t, widen_e5m2_payload, NF_E5M2)
+
 static bool unscale_f64(void *x, size_t n, float inv)
 {
     unsigned char *p = x;
@@ -456,4 +501,10 @@ void mxp__finite_register_scalar(mxp__kernels *k)
     k->unscale_check[MXP_BFLOAT16] = unscale_bf16;
     k->unscale_check[MXP_FLOAT8_E4M3FN] = unscale_e4m3;
     k->unscale_check[MXP_FLOAT8_E5M2] = unscale_e5m2;
+    k->unscale_into[MXP_FLOAT64] = NULL; /* not accepted (mxp_unscale_check_into) */
+    k->unscale_into[MXP_FLOAT32] = into_f32;
+    k->unscale_into[MXP_FLOAT16] = into_f16;
+    k->unscale_into[MXP_BFLOAT16] = into_bf16;
+    k->unscale_into[MXP_FLOAT8_E4M3FN] = into_e4m3;
+    k->unscale_into[MXP_FLOAT8_E5M2] = into_e5m2;
 }

@@ -44,6 +44,11 @@ typedef bool (*mxp__finite_fn)(const void *x, size_t n);
 /* x[i] = x[i] * inv (float32 product for <= 32-bit dtypes, rounded nearest-even into the dtype;
  * float64 product for float64); returns false if any input or result is non-finite. */
 typedef bool (*mxp__unscale_fn)(void *x, size_t n, float inv);
+/* dst[i] = widen(src[i]) * inv: src (the table index dtype) widened exactly to float32 (NaN:
+ * quiet, sign and payload kept), one float32 product rounded to nearest-even, stored as float32
+ * (dst any alignment); returns false if any input or result is non-finite. dst and src do not
+ * overlap (the public call sends dst == src, float32, to unscale_check instead). */
+typedef bool (*mxp__unscale_into_fn)(void *dst, const void *src, size_t n, float inv);
 
 /*
  * int8 matmul (mxp_matmul_int8; blocking and the int64 chunking are in src/qmatmul.c). An ISA
@@ -86,6 +91,9 @@ typedef struct mxp__kernels {
     mxp__finite_fn all_finite[MXP_FLOAT_DTYPE_COUNT];
     mxp__unscale_fn unscale_check[MXP_FLOAT_DTYPE_COUNT];
     mxp__qmm_ops qmm; /* int8 matmul */
+    /* unscale_into[src dtype], float32 destination; the float64 entry is NULL (not accepted:
+     * see mxp_unscale_check_into), every other entry is non-NULL */
+    mxp__unscale_into_fn unscale_into[MXP_FLOAT_DTYPE_COUNT];
 } mxp__kernels;
 
 /* The table in use (MIXPREC_ISA honoured, chosen once). Never NULL. */
