@@ -39,17 +39,47 @@ head -n 1 "$tmp/good.csv" | grep -qx 'epoch,train_loss,test_accuracy,loss_scale,
 [ "$(wc -l <"$tmp/good.csv")" -eq 2 ] || { echo "FAIL: CSV rows"; fails=$((fails + 1)); }
 [ ! -e "$tmp/good.csv.tmp" ] || { echo "FAIL: CSV temp file left"; fails=$((fails + 1)); }
 
-# bad command lines: exit 2 with a message and the usage
-expect 2 "unknown option '--bogus'" --bogus
-expect 2 "usage: train_mlp" --epochs 0
-expect 2 "needs a value" --policy
-expect 2 "unknown dtype 'f13'" --policy p=f13
-expect 2 "unknown op 'batchnorm'" --except batchnorm
-expect 2 "bad --loss-scale 'dynamic:0.5'" --loss-scale dynamic:0.5
-expect 2 "bad --loss-scale 'static:-1'" --loss-scale static:-1
-expect 2 "quantized policies" --policy int8_from_mixed_bfloat16
-expect 2 "--threads needs" --threads x
-"$exe" --help >/dev/null 2>&1 || { echo "FAIL: --help"; fails=$((fails + 1)); }
+# bad command lines: exit 2 with the message and one line pointing to --help (not the whole
+# usage text: exactly two lines on stderr)
+usage_error() {
+  expect 2 "$@"
+  if [ "$(wc -l <"$tmp/err")" -ne 2 ] || ! tail -n 1 "$tmp/err" | grep -qx "Try 'train_mlp --help' for the options."; then
+    shift
+    echo "FAIL: train_mlp $*: want the message and one --help line on stderr, got:"; sed 's/^/    /' "$tmp/err"
+    fails=$((fails + 1))
+  fi
+}
+usage_error "unknown option '--bogus'" --bogus
+usage_error "--epochs needs an integer 1..1000, not '0'" --epochs 0
+usage_error "needs a value" --policy
+usage_error "unknown dtype 'f13'" --policy p=f13
+usage_error "unknown op 'batchnorm'" --except batchnorm
+usage_error "bad --loss-scale 'dynamic:0'" --loss-scale dynamic:0
+usage_error "bad --loss-scale 'dynamic:-2'" --loss-scale dynamic:-2
+usage_error "bad --loss-scale 'dynamic:8:0'" --loss-scale dynamic:8:0
+usage_error "bad --loss-scale 'static:-1'" --loss-scale static:-1
+usage_error "quantized policies" --policy int8_from_mixed_bfloat16
+usage_error "--threads needs" --threads x
+"$exe" --help >"$tmp/out" 2>&1 || { echo "FAIL: --help"; fails=$((fails + 1)); }
+grep -q "usage: train_mlp" "$tmp/out" || { echo "FAIL: --help prints no usage"; fails=$((fails + 1)); }
+
+# a dynamic loss scale below 1 is accepted (min_scale 0: it can still shrink)
+expect 0 '' --data "$tmp/good" --epochs 1 --batch 8 --loss-scale dynamic:0.5
+# float16 params: the float16 gradients are unscaled into float32 masters
+expect 0 '' --data "$tmp/good" --epochs 1 --batch 8 --policy p=f16,c=f16,o=f32
+
+# an output that cannot be written fails before training (nothing trained, no epoch printed)
+expect_early() {
+  expect 1 "$@"
+  if grep -q '^epoch' "$tmp/out"; then
+    shift
+    echo "FAIL: train_mlp $*: trained before failing on the output"; fails=$((fails + 1))
+  fi
+}
+expect_early "cannot write --csv file /nonexistent/x.csv" --data "$tmp/good" --epochs 1 --batch 8 --csv /nonexistent/x.csv
+mkdir -p "$tmp/adir"
+expect_early "cannot write --csv file $tmp/adir" --data "$tmp/good" --epochs 1 --batch 8 --csv "$tmp/adir"
+[ ! -e "$tmp/adir.tmp" ] || { echo "FAIL: probe file left behind"; fails=$((fails + 1)); }
 
 # data problems: exit 1 and a message naming the file
 expect 1 "$tmp/none/train-images-idx3-ubyte.gz: cannot open" --data "$tmp/none"

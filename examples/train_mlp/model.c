@@ -452,14 +452,46 @@ size_t model_correct(const model *m, const uint8_t *labels, size_t rows)
 
 /* ---- backward -------------------------------------------------------------------------------- */
 
-/* Parameter gradient k of layer l: float32 sums -> compute dtype -> param dtype -> float32
- * master gradient (each step a no-op when the dtypes agree). */
+/* Parameter gradient k of layer l: float32 sums -> compute dtype -> param dtype (each step a
+ * no-op when the dtypes agree). It stays scaled, in the param dtype: model_unscale_grads takes
+ * it into the float32 master gradient. */
 static void param_grad(model *m, layer *l, int k, const float *g, underflow_stats *u)
 {
     size_t n = l->psize[k];
     store_grad(m, &l->grad_c[k], g, n, u);
     cast_grad(m, &l->grad_p[k], &l->grad_c[k], n, u);
-    convert(m->grad + l->poff[k], MXP_FLOAT32, l->grad_p[k].data, l->grad_p[k].dtype, n);
+}
+
+/*
+ * The scaled param-dtype gradients (float16 with a float16 param policy) become float32 master
+ * gradients divided by the scale in one fused pass, which also says whether they are all
+ * finite. Never divide inside float16: the scale lifted small gradients out of float16's
+ * underflow range, and unscaling in float16 would flush them to zero again. With float32
+ * params grad_p is m->grad itself and the pass runs in place.
+ */
+bool model_unscale_grads(model *m, float scale)
+{
+    bool finite = true;
+    for (int i = 0; i < NLAYERS; i++) { /* every parameter, also after a non-finite one */
+        const layer *l = &m->L[i];
+        for (int k = 0; k < l->nparams; k++) {
+            const tbuf *g = &l->grad_p[k];
+            float *master = m->grad + l->poff[k];
+            bool ok = false;
+            mxp_status s;
+            if (g->dtype == MXP_FLOAT64) { /* a float64 param policy: float64 product in place */
+                s = mxp_unscale_check_s(g->data, MXP_FLOAT64, l->psize[k], scale, &ok);
+                convert(master, MXP_FLOAT32, g->data, MXP_FLOAT64, l->psize[k]);
+                ok = ok && mxp_all_finite(master, MXP_FLOAT32, l->psize[k]);
+            } else {
+                s = mxp_unscale_check_into_s(master, MXP_FLOAT32, g->data, g->dtype, l->psize[k],
+                                             scale, &ok);
+            }
+            if (s != MXP_OK) fatal("unscaling the gradients", s); /* a bug here, not overflow */
+            finite = finite && ok;
+        }
+    }
+    return finite;
 }
 
 /* The incoming gradient in the compute dtype: dy itself when it already has that dtype. */

@@ -65,7 +65,7 @@ typedef struct layer {
     tbuf param_c[MAX_PARAMS];  /* [same] cast to the compute dtype, every forward */
     float *param_f[MAX_PARAMS]; /* [same] param_c widened to float32 for the kernels */
     tbuf grad_c[MAX_PARAMS];   /* [same] gradients in the compute dtype */
-    tbuf grad_p[MAX_PARAMS];   /* [same] gradients in the param dtype (then widened to masters) */
+    tbuf grad_p[MAX_PARAMS];   /* [same] scaled gradients in the param dtype (unscaled into masters) */
 
     /* activations, B = batch rows */
     tbuf x_c;     /* [B,in]  input cast to the compute dtype (dense: kept for dW) */
@@ -94,7 +94,7 @@ typedef struct model {
 
     size_t nparams;  /* total parameter count */
     float *master;   /* [nparams] float32 master weights */
-    float *grad;     /* [nparams] float32 gradients (unscaled in place by the loss scale) */
+    float *grad;     /* [nparams] float32 master gradients, unscaled (model_unscale_grads) */
     float *adam_m;   /* [nparams] Adam first moment */
     float *adam_v;   /* [nparams] Adam second moment */
     uint64_t adam_t; /* Adam step count */
@@ -146,9 +146,14 @@ float model_loss(model *m, const uint8_t *labels, size_t rows, float scale, floa
 /* Number of correct argmax predictions in the last forward pass. */
 size_t model_correct(const model *m, const uint8_t *labels, size_t rows);
 
-/* Backward pass from dlogits [rows,10] (already multiplied by the loss scale). Fills m->grad
- * with the float32 gradients (still scaled). u counts gradient underflow when u->active. */
+/* Backward pass from dlogits [rows,10] (already multiplied by the loss scale). Leaves every
+ * layer's parameter gradients in its param dtype (grad_p, still scaled). u counts gradient
+ * underflow when u->active. */
 void model_backward(model *m, const float *dlogits, size_t rows, underflow_stats *u);
+
+/* m->grad = the param-dtype gradients / scale, as float32 (mxp_unscale_check_into: one fused
+ * pass, never unscaled in float16). Returns true when every gradient is finite. */
+bool model_unscale_grads(model *m, float scale);
 
 /* Adam on the float32 masters with the float32 (unscaled) gradients, then round the masters
  * into every layer's param dtype. */

@@ -9,9 +9,10 @@
  * The same in C with mixprec: the policy text is parsed with mxp_policy_parse, applied to the
  * layers with mxp_policy_map_apply (except: a list of op names), and every layer looks up its
  * policy by path in the map (model.c). Adam updates float32 master weights. Loss scaling uses
- * mxp_loss_scale_*: the loss gradient is multiplied by the scale, mxp_unscale_check divides the
- * float32 parameter gradients by it and says whether they are all finite, the update is skipped
- * when they are not, and mxp_loss_scale_adjust moves a dynamic scale.
+ * mxp_loss_scale_*: the loss gradient is multiplied by the scale, mxp_unscale_check_into turns
+ * the scaled param-dtype gradients (float16 with a float16 param policy) into float32 master
+ * gradients divided by the scale and says whether they are all finite (model_unscale_grads),
+ * the update is skipped when they are not, and mxp_loss_scale_adjust moves a dynamic scale.
  *
  * Run `train_mlp --help` for the options. Exit codes: 0 ok, 1 runtime failure (data, memory,
  * a --check assertion), 2 bad command line.
@@ -69,12 +70,12 @@ static void usage(FILE *f)
         "  --help            this text\n");
 }
 
+/* A bad command line: the message and one line pointing to --help (the full usage is long). */
 static int bad_usage(const char *fmt, const char *arg)
 {
     fprintf(stderr, "train_mlp: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n");
-    usage(stderr);
+    fprintf(stderr, "\nTry 'train_mlp --help' for the options.\n");
     return 2;
 }
 
@@ -100,7 +101,7 @@ static bool parse_float(const char *s, float *out)
     return true;
 }
 
-/* Parse argv into *o. Returns 0, or 2 after printing the usage message (1 never), or -1 for --help. */
+/* Parse argv into *o. Returns 0, or 2 after printing the error (1 never), or -1 for --help. */
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){"p=f32,c=f16,o=f32", "batch_norm", "dynamic", NULL, DEFAULT_DATA,
@@ -166,7 +167,9 @@ static int parse_args(int argc, char **argv, options *o)
     return 0;
 }
 
-/* "none" | "static:N" | "dynamic[:INITIAL[:PERIOD]]" -> a valid mxp_loss_scale, or false. */
+/* "none" | "static:N" | "dynamic[:INITIAL[:PERIOD]]" -> a valid mxp_loss_scale, or false.
+ * The checked constructors refuse bad values (message in mxp_last_error()). A dynamic scale
+ * below 1 gets min_scale 0, as mxp_loss_scale_dynamic does, so it can keep shrinking. */
 static bool parse_loss_scale(const char *text, mxp_loss_scale *out)
 {
     float v = 0;
@@ -174,11 +177,8 @@ static bool parse_loss_scale(const char *text, mxp_loss_scale *out)
         *out = mxp_loss_scale_noop();
         return true;
     }
-    if (strncmp(text, "static:", 7) == 0) {
-        if (!parse_float(text + 7, &v) || v <= 0.0f) return false;
-        *out = mxp_loss_scale_static(v);
-        return mxp_loss_scale_is_valid(*out);
-    }
+    if (strncmp(text, "static:", 7) == 0)
+        return parse_float(text + 7, &v) && mxp_loss_scale_static_ex(v, out) == MXP_OK;
     if (strncmp(text, "dynamic", 7) != 0) return false;
     const char *rest = text + 7;
     float initial = 32768.0f; /* 2^15, the usual starting point (Keras, jmp examples) */
@@ -194,9 +194,35 @@ static bool parse_loss_scale(const char *text, mxp_loss_scale *out)
     } else if (*rest != '\0') {
         return false;
     }
-    *out = mxp_loss_scale_dynamic(initial);
-    out->period = (int32_t)period;
-    return mxp_loss_scale_is_valid(*out);
+    float min_scale = initial > 0.0f && initial < 1.0f ? 0.0f : 1.0f;
+    return mxp_loss_scale_dynamic_ex(initial, (int32_t)period, MXP_LOSS_SCALE_DEFAULT_FACTOR,
+                                     min_scale, INFINITY, out) == MXP_OK;
+}
+
+/* Fail before training, not after it: the --csv file must be creatable where write_csv puts
+ * it (FILE.tmp, renamed to FILE each epoch) and FILE must not be a directory. */
+static int check_csv_path(const char *path)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        fprintf(stderr, "train_mlp: --csv path too long: %s\n", path);
+        return 1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "train_mlp: cannot write --csv file %s (%s: %s)\n", path, tmp,
+                strerror(errno));
+        return 1;
+    }
+    fclose(f);
+    remove(tmp);
+    FILE *d = fopen(path, "r+");
+    if (!d && errno == EISDIR) {
+        fprintf(stderr, "train_mlp: cannot write --csv file %s: %s\n", path, strerror(EISDIR));
+        return 1;
+    }
+    if (d) fclose(d);
+    return 0;
 }
 
 static double now_seconds(void)
@@ -289,13 +315,15 @@ int main(int argc, char **argv)
     mxp_loss_scale ls;
     if (!parse_loss_scale(o.loss_scale, &ls))
         return bad_usage("bad --loss-scale '%s' (expected none, static:N with N > 0, or "
-                         "dynamic[:INITIAL[:PERIOD]] with INITIAL >= 1)", o.loss_scale);
+                         "dynamic[:INITIAL[:PERIOD]] with INITIAL > 0)", o.loss_scale);
     char except_buf[256];
     const char *except_ops[8];
     mxp_layer_select sel = {0};
     if ((rc = parse_except(o.except, except_buf, sizeof except_buf, except_ops, &sel.n_except)))
         return rc;
     sel.except = except_ops;
+
+    if (o.csv && (rc = check_csv_path(o.csv)) != 0) return rc;
 
     mxp_policy_parse("float32", &full);
     mxp_policy_map *map = mxp_policy_map_new(&full); /* layers left out keep float32 */
@@ -376,7 +404,7 @@ int main(int argc, char **argv)
             u.active = step % UNDERFLOW_SAMPLE_EVERY == 0;
             model_backward(&m, dlogits, rows, &u);
 
-            bool finite = mxp_unscale_check(m.grad, MXP_FLOAT32, m.nparams, ls.scale);
+            bool finite = model_unscale_grads(&m, ls.scale); /* -> float32 masters / scale */
             float before = ls.scale;
             ls = mxp_loss_scale_adjust(ls, finite);
             scale_changes += ls.scale != before;
