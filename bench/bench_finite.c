@@ -1,11 +1,14 @@
 /*
- * bench_finite.c - all_finite and unscale_check (float32, bfloat16, float16) for every
- * available ISA path, n = 2^12 .. 2^26 elements, one thread.
+ * bench_finite.c - all_finite, unscale_check and unscale_into (float32, bfloat16, float16
+ * scaled gradients; unscale_into writes float32) for every available ISA path, n = 2^12 ..
+ * 2^26 elements, one thread.
  *
  * Reported per row: median ns/element, GB/s (bytes read for all_finite; bytes read + written
- * for unscale_check), and the ratio to a baseline on the same number of bytes: the plain
- * summing read loop for all_finite, the memcpy-equivalent (bench_util.h: memcpy of the same
- * total traffic, i.e. `bytes` bytes for an in-place pass over `bytes`) for unscale_check.
+ * for unscale_check and unscale_into), and the ratio to a baseline on the same number of bytes:
+ * the plain summing read loop for all_finite, the memcpy-equivalent (bench_util.h: memcpy of
+ * the same total traffic, i.e. `bytes` bytes for an in-place pass over `bytes`, and
+ * (n * size + 4 * n) / 2 bytes for unscale_into, which reads n * size and writes 4 * n) for
+ * the other two.
  * Ratio > 1 means faster than the baseline. This machine is shared, and memory bandwidth
  * drifts by 2x within a minute, so baselines and ops are timed in interleaved rounds and the
  * ratio is the median of per-round ratios (each round times everything within ~1 s).
@@ -42,6 +45,7 @@ typedef struct ctx {
     const mxp__kernels *k;
     mxp_dtype dt;
     void *buf;
+    void *dst; /* unscale_into: the float32 destination */
     size_t n;
     int toggle;
     bool sink;
@@ -59,6 +63,13 @@ static void run_unscale(void *p)
     ctx *c = p;
     float inv = (c->toggle ^= 1) ? 0.5f : 2.0f;
     c->sink ^= c->k->unscale_check[c->dt](c->buf, c->n, inv);
+    __asm__ __volatile__("" ::: "memory");
+}
+
+static void run_into(void *p)
+{
+    ctx *c = p;
+    c->sink ^= c->k->unscale_into[c->dt](c->dst, c->buf, c->n, 1.0f / 65536.0f);
     __asm__ __volatile__("" ::: "memory");
 }
 
@@ -104,7 +115,8 @@ static int reps_for(void (*fn)(void *), void *c)
 }
 
 #define ROUNDS 11
-#define MAXK (2 * MXP__ISA_COUNT)
+#define NOPS 3 /* all_finite, unscale_check, unscale_into */
+#define MAXK (NOPS * MXP__ISA_COUNT)
 
 int main(int argc, char **argv)
 {
@@ -112,8 +124,10 @@ int main(int argc, char **argv)
     static const mxp_dtype dts[] = {MXP_FLOAT32, MXP_BFLOAT16, MXP_FLOAT16};
     size_t max_bytes = ((size_t)1 << max_log) * 4;
     void *buf = malloc(max_bytes), *cp_dst = malloc(max_bytes), *cp_src = malloc(max_bytes);
+    void *into_dst = malloc(max_bytes);
     uint64_t *rd = malloc(max_bytes);
-    if (!buf || !cp_dst || !cp_src || !rd) return 1;
+    if (!buf || !cp_dst || !cp_src || !rd || !into_dst) return 1;
+    memset(into_dst, 0, max_bytes);
     memset(cp_dst, 1, max_bytes);
     memset(cp_src, 2, max_bytes);
     for (size_t i = 0; i < max_bytes / 8; i++) rd[i] = i * 0x9E3779B97F4A7C15ull;
@@ -128,7 +142,9 @@ int main(int argc, char **argv)
             fill(buf, dts[d], n);
             struct bu_read rb = {rd, bytes / 8, 0};
             struct bu_copy cb = {cp_dst, cp_src, bytes};
-            /* one context per (ISA, op): k even = all_finite, odd = unscale_check */
+            const size_t into_bytes = (bytes + 4 * n) / 2; /* memcpy-equivalent of unscale_into */
+            struct bu_copy cb2 = {cp_dst, cp_src, into_bytes};
+            /* one context per (ISA, op): k % 3 == 0 all_finite, 1 unscale_check, 2 unscale_into */
             ctx cs[MAXK];
             void (*fns[MAXK])(void *);
             const mxp__kernels *ks[MAXK];
@@ -136,36 +152,44 @@ int main(int argc, char **argv)
             for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
                 const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
                 if (!k) continue;
-                for (int op = 0; op < 2; op++) {
-                    cs[nk] = (ctx){k, dts[d], buf, n, 0, false};
-                    fns[nk] = op ? run_unscale : run_finite;
+                for (int op = 0; op < NOPS; op++) {
+                    cs[nk] = (ctx){k, dts[d], buf, into_dst, n, 0, false};
+                    fns[nk] = op == 2 ? run_into : op ? run_unscale : run_finite;
                     ks[nk++] = k;
                 }
             }
-            int r_read = reps_for(read_fn, &rb), r_copy = reps_for(bu_copy_fn, &cb), reps[MAXK];
+            int r_read = reps_for(read_fn, &rb), r_copy = reps_for(bu_copy_fn, &cb),
+                r_copy2 = reps_for(bu_copy_fn, &cb2), reps[MAXK];
             for (int k = 0; k < nk; k++) reps[k] = reps_for(fns[k], &cs[k]);
-            double t_read[ROUNDS], t_copy[ROUNDS], t_op[MAXK][ROUNDS], ratio[MAXK][ROUNDS];
+            double t_read[ROUNDS], t_copy[ROUNDS], t_copy2[ROUNDS], t_op[MAXK][ROUNDS],
+                ratio[MAXK][ROUNDS];
             for (int r = 0; r < ROUNDS; r++) {
                 t_read[r] = time_reps(read_fn, &rb, r_read);
                 t_copy[r] = time_reps(bu_copy_fn, &cb, r_copy);
+                t_copy2[r] = time_reps(bu_copy_fn, &cb2, r_copy2);
                 for (int k = 0; k < nk; k++) {
                     t_op[k][r] = time_reps(fns[k], &cs[k], reps[k]);
-                    ratio[k][r] = (k % 2 ? t_copy[r] : t_read[r]) / t_op[k][r];
+                    const double base = k % NOPS == 0 ? t_read[r] : k % NOPS == 1 ? t_copy[r] : t_copy2[r];
+                    ratio[k][r] = base / t_op[k][r];
                 }
             }
-            double m_read = bu_median(t_read, ROUNDS), m_copy = bu_median(t_copy, ROUNDS);
+            double m_read = bu_median(t_read, ROUNDS), m_copy = bu_median(t_copy, ROUNDS),
+                   m_copy2 = bu_median(t_copy2, ROUNDS);
+            static const char *const op_names[NOPS] = {"all_finite", "unscale_check", "unscale_into"};
             for (int k = 0; k < nk; k++) {
                 double t = bu_median(t_op[k], ROUNDS), q = bu_median(ratio[k], ROUNDS);
-                bool un = k % 2;
-                size_t moved = un ? 2 * bytes : bytes;
-                printf("%-13s %-9s %-7s %10zu %9.4f %8.2f %12.2f %7.2f\n",
-                       un ? "unscale_check" : "all_finite", mxp_dtype_name(dts[d]), ks[k]->name, n,
-                       t / (double)n, bu_gbps(moved, t), bu_gbps(moved, un ? m_copy : m_read), q);
+                const int op = k % NOPS;
+                size_t moved = op == 0 ? bytes : op == 1 ? 2 * bytes : bytes + 4 * n;
+                double base = op == 0 ? m_read : op == 1 ? m_copy : m_copy2;
+                printf("%-13s %-9s %-7s %10zu %9.4f %8.2f %12.2f %7.2f\n", op_names[op],
+                       mxp_dtype_name(dts[d]), ks[k]->name, n, t / (double)n, bu_gbps(moved, t),
+                       bu_gbps(moved, base), q);
             }
             fflush(stdout);
         }
     }
     free(buf);
+    free(into_dst);
     free(cp_dst);
     free(cp_src);
     free(rd);
