@@ -260,7 +260,7 @@ static void test_validity(void **state)
     mxp_loss_scale z = mxp_loss_scale_dynamic(0.5f);
     assert_true(mxp_loss_scale_is_valid(z));
     assert_true(z.min_scale == 0.0f && z.scale == 0.5f && z.period == 2000 && z.factor == 2.0f);
-    /* from 1 up the default floor 1 stays (DESIGN.md's default) */
+    /* from 1 up the default floor 1 stays (docs/DESIGN.md's default) */
     assert_true(mxp_loss_scale_dynamic(1.0f).min_scale == 1.0f);
     assert_true(mxp_loss_scale_dynamic(0x1.fffffep-1f).min_scale == 0.0f);
     /* bad initial scales still give invalid states (the _ex constructor reports them) */
@@ -740,7 +740,7 @@ static void test_scale_below_one(void **state)
 }
 
 /* adjust_reduce is an adjust that reports an invalid state (adjust itself returns it unchanged,
- * as DESIGN.md says); the reduction is still called so collectives stay matched. */
+ * as docs/DESIGN.md says); the reduction is still called so collectives stay matched. */
 static int count_reduce(int *flag, void *ctx)
 {
     (void)flag;
