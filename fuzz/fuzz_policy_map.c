@@ -9,8 +9,11 @@
  *    that map gives byte-identical text;
  *  - looking up every key gives exactly that key's policy (an exact key always wins);
  *  - lookups of derived paths give the same answer with the cache on, off, and on again
- *    (served from the cache), and the same decision as a slow model that compiles each key as
- *    it is and accepts a path when regexec's leftmost-longest match spans all of it.
+ *    (served from the cache), and the same decision as a slow model that compiles each key with
+ *    glibc's regcomp and accepts a path when regexec's leftmost-longest match spans all of it
+ *    (the library has its own matcher, src/path_regex.c; glibc is the independent reference).
+ *    The model abstains when a key has '^' or '$' and the path a newline: glibc anchors at
+ *    embedded newlines even without REG_NEWLINE, POSIX and the library only at the ends.
  */
 #include <regex.h>
 #include <stdint.h>
@@ -42,7 +45,11 @@ static long model_decide(const mxp_policy_map *m, regex_t *re, const char *path)
     }
     long found = -1;
     regmatch_t mt[1];
+    bool newline = strchr(path, '\n') != NULL;
     for (size_t i = 0; i < n; i++) {
+        const char *k;
+        mxp_policy_map_entry(m, i, &k, NULL);
+        if (newline && strpbrk(k, "^$")) return -3;
         int rc = regexec(&re[i], path, 1, mt, 0);
         if (rc != 0 && rc != REG_NOMATCH) return -3;
         if (rc == 0 && mt[0].rm_so == 0 && (size_t)mt[0].rm_eo == strlen(path)) {

@@ -58,4 +58,12 @@ mxp_status mxp__matmul_int8_k(const struct mxp__kernels *kt, size_t k32_max, voi
                               mxp_dtype yt, const int8_t *a, const float *sa, const int8_t *b,
                               const float *sb, size_t m, size_t k, size_t n);
 
+/* mxp_policy_map_load / _save refuse texts longer than this (MXP_POLICY_MAP_FILE_MAX). Tests
+ * lower it to exercise the cap on small files and FIFOs; nothing else writes it. */
+extern size_t mxp__policy_map_file_max;
+
+/* Occupied slots visited in the policy map's hash tables (key index, apply's repeat check) by
+ * the calling thread: tests count them to show that set / load / apply are O(1) amortised. */
+extern _Thread_local unsigned long long mxp__policy_map_probes;
+
 #endif /* MIXPREC_INTERNAL_H */

@@ -3,34 +3,54 @@
  * every key is a POSIX ERE that must match the whole path, more than one match is ambiguous,
  * none gives the default), a text config format, and Axon's apply_policy.
  *
- * Lookup cost: an uncached lookup compares the path with every key and runs every regex. The
- * map therefore remembers, per path, *which* entry decided (an entry index, "the default" or
- * "ambiguous") in a small hash table guarded by a mutex. Storing the decision rather than the
- * policy means a change of the global default never makes the cache stale; set/remove/apply
- * empty it. Whole-path matching: each key K is compiled once as "^(K)$" (REG_NOSUB), see
- * entry_new.
+ * Costs (docs/DESIGN.md §6):
+ *  - keys live in an array in insertion order plus a hash index (key -> position), so set, an
+ *    exact lookup and a duplicate check are O(1) amortised (O(key length)); remove is O(n)
+ *    (it keeps the order);
+ *  - a key without ERE special characters matches only itself, so it is not compiled and never
+ *    scanned as a regex; the other keys are compiled by path_regex.c (bounded, see there) and
+ *    kept in a second, insertion-ordered list;
+ *  - an uncached lookup hashes the path, then runs every regex key: each costs at most
+ *    2 * states * (strlen(path) + 1) instruction visits (path_regex.h), so a lookup is linear
+ *    in the path for a given map;
+ *  - the lookup cache remembers, per path, *which* entry decided (an entry index, "the default"
+ *    or "ambiguous") in a hash table guarded by a mutex. Storing the decision rather than the
+ *    policy means a change of the global default never makes the cache stale; set/remove/apply
+ *    empty it, in O(cached paths) thanks to a list of occupied slots.
  */
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
+#include "path_regex.h"
 
 #define DEFAULT_CACHE_CAPACITY 4096
 #define MAX_CACHE_CAPACITY ((size_t)1 << 20)
 #define QUOTE_MAX 300
 
+size_t mxp__policy_map_file_max = MXP_POLICY_MAP_FILE_MAX;
+_Thread_local unsigned long long mxp__policy_map_probes;
+
 enum { RES_DEFAULT = -1, RES_AMBIGUOUS = -2 };
 
 typedef struct entry {
     char *key;
+    size_t hash; /* hash_str(key) */
     mxp_policy policy;
-    regex_t re;
-    size_t prefix_len; /* every whole-path match starts with key[0..prefix_len) (see literal_prefix) */
+    mxp__re *re; /* NULL for a literal key (no ERE special character: it matches only itself) */
 } entry;
+
+typedef struct index_slot {
+    size_t hash; /* the key's hash, compared before the entry is touched */
+    size_t pos;  /* entry position + 1; 0: empty */
+} index_slot;
 
 typedef struct cache_slot {
     char *path; /* NULL: empty */
@@ -41,11 +61,17 @@ typedef struct cache_slot {
 struct mxp_policy_map {
     entry **entries; /* insertion order; entries never move in memory */
     size_t count, cap;
+    index_slot *index; /* open addressing, key hash -> entry position; load <= 1/2 */
+    size_t nindex;   /* slots, a power of two (0 before the first key) */
+    size_t *rx;      /* positions of the regex (non-literal) entries, in insertion order */
+    size_t nrx, rx_cap;
+    size_t max_states; /* largest compiled regex among the entries */
     bool has_default;
     mxp_policy def;
     /* lookup cache, guarded by lock (get is logically const) */
     pthread_mutex_t lock;
     cache_slot *slots;
+    size_t *occupied; /* indices of the used slots, so that emptying costs O(used) */
     size_t nslots, used, cache_cap;
 };
 
@@ -53,7 +79,7 @@ static size_t hash_str(const char *s)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return (size_t)h;
+    return (size_t)(h ^ (h >> 29)); /* fold the high bits into the low ones the tables use */
 }
 
 /* ---- create / free ------------------------------------------------------------------------ */
@@ -78,17 +104,18 @@ mxp_policy_map *mxp_policy_map_new(const mxp_policy *default_policy)
 static void entry_free(entry *e)
 {
     if (!e) return;
-    regfree(&e->re);
+    mxp__re_free(e->re);
     free(e->key);
     free(e);
 }
 
-/* Drop every cached path (caller holds the lock or has exclusive access). */
+/* Drop every cached path (caller holds the lock or has exclusive access). O(used). */
 static void cache_clear(mxp_policy_map *m)
 {
-    for (size_t i = 0; i < m->nslots; i++) {
-        free(m->slots[i].path);
-        m->slots[i].path = NULL;
+    for (size_t j = 0; j < m->used; j++) {
+        cache_slot *s = &m->slots[m->occupied[j]];
+        free(s->path);
+        s->path = NULL;
     }
     m->used = 0;
 }
@@ -98,8 +125,11 @@ void mxp_policy_map_free(mxp_policy_map *m)
     if (!m) return;
     for (size_t i = 0; i < m->count; i++) entry_free(m->entries[i]);
     free(m->entries);
+    free(m->index);
+    free(m->rx);
     cache_clear(m);
     free(m->slots);
+    free(m->occupied);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
@@ -117,208 +147,129 @@ mxp_status mxp_policy_map_set_cache_capacity(mxp_policy_map *m, size_t capacity)
     pthread_mutex_lock(&m->lock);
     cache_clear(m);
     free(m->slots);
+    free(m->occupied);
     m->slots = NULL;
+    m->occupied = NULL;
     m->nslots = 0;
     m->cache_cap = capacity < MAX_CACHE_CAPACITY ? capacity : MAX_CACHE_CAPACITY;
     pthread_mutex_unlock(&m->lock);
     return MXP_OK;
 }
 
-/* ---- entries ------------------------------------------------------------------------------ */
+/* ---- the key index ------------------------------------------------------------------------ */
 
-static long find_exact(const mxp_policy_map *m, const char *key)
+static long find_exact_h(const mxp_policy_map *m, const char *key, size_t h)
 {
-    for (size_t i = 0; i < m->count; i++)
-        if (strcmp(m->entries[i]->key, key) == 0) return (long)i;
+    if (m->nindex == 0) return -1;
+    size_t mask = m->nindex - 1;
+    for (size_t i = h & mask; m->index[i].pos; i = (i + 1) & mask) {
+        mxp__policy_map_probes++;
+        if (m->index[i].hash == h && strcmp(m->entries[m->index[i].pos - 1]->key, key) == 0)
+            return (long)(m->index[i].pos - 1);
+    }
     return -1;
 }
 
-/*
- * Keys are POSIX EREs, minus the constructs POSIX leaves undefined or that make glibc's regcomp
- * or regexec blow up, rejected here with a message naming the key:
- *  - back-references (\1..\9: not part of POSIX EREs; exponential to match);
- *  - a duplication symbol right after another ("a**", "a+{2}": undefined in POSIX; "T+++..."
- *    makes regcomp exponential);
- *  - an unmatched ')' (undefined in POSIX EREs; it would also break the anchoring below);
- *  - intervals whose bounds exceed 255 (RE_DUP_MAX's POSIX minimum) or whose bounds multiply
- *    past 1000 over the key (nested intervals are expanded by copying).
- * Returns NULL when the key passes, else a static explanation.
- */
-static const char *ere_subset_problem(const char *k)
+static long find_exact(const mxp_policy_map *m, const char *key) { return find_exact_h(m, key, hash_str(key)); }
+
+/* Put entry position pos into the index (room is guaranteed by index_reserve). */
+static void index_put(mxp_policy_map *m, size_t pos)
 {
-    bool prev_dup = false;
-    int depth = 0;
-    unsigned long product = 1;
-    for (size_t i = 0; k[i];) {
-        char c = k[i];
-        if (c == '\\') {
-            if (!k[i + 1]) return NULL; /* trailing backslash: regcomp explains */
-            if (k[i + 1] >= '1' && k[i + 1] <= '9') return "back-references are not supported";
-            i += 2;
-            prev_dup = false;
-            continue;
-        }
-        if (c == '[') { /* bracket expression: skip to its closing ']' */
-            size_t j = i + 1;
-            if (k[j] == '^') j++;
-            if (k[j] == ']') j++;
-            while (k[j] && k[j] != ']') {
-                if (k[j] == '[' && (k[j + 1] == ':' || k[j + 1] == '.' || k[j + 1] == '=')) {
-                    char d = k[j + 1];
-                    const char *end = NULL;
-                    for (const char *q = k + j + 2; *q; q++)
-                        if (q[0] == d && q[1] == ']') {
-                            end = q;
-                            break;
-                        }
-                    if (!end) return NULL; /* malformed: regcomp explains */
-                    j = (size_t)(end - k) + 2;
-                } else {
-                    j++;
-                }
-            }
-            if (!k[j]) return NULL; /* unterminated: regcomp explains */
-            i = j + 1;
-            prev_dup = false;
-            continue;
-        }
-        if (c == '*' || c == '+' || c == '?') {
-            if (prev_dup) return "a repetition operator directly follows another (undefined in POSIX EREs)";
-            prev_dup = true;
-            i++;
-            continue;
-        }
-        if (c == '{') {
-            size_t j = i + 1;
-            unsigned long lo = 0, hi = 0;
-            bool digits = false, comma = false, hi_digits = false;
-            while (k[j] >= '0' && k[j] <= '9') {
-                lo = lo < 100000 ? lo * 10 + (unsigned long)(k[j] - '0') : lo;
-                digits = true;
-                j++;
-            }
-            if (k[j] == ',') {
-                comma = true;
-                j++;
-                while (k[j] >= '0' && k[j] <= '9') {
-                    hi = hi < 100000 ? hi * 10 + (unsigned long)(k[j] - '0') : hi;
-                    hi_digits = true;
-                    j++;
-                }
-            }
-            if (digits && k[j] == '}') { /* an interval */
-                if (prev_dup) return "a repetition operator directly follows another (undefined in POSIX EREs)";
-                unsigned long top = !comma ? lo : hi_digits ? hi : lo + 1;
-                if (lo > 255 || (hi_digits && hi > 255)) return "an interval bound exceeds 255";
-                product *= top > 1 ? top : 1;
-                if (product > 1000) return "intervals multiply past 1000 repetitions";
-                prev_dup = true;
-                i = j + 1;
-                continue;
-            }
-        }
-        if (c == '(') depth++;
-        if (c == ')') {
-            if (depth == 0) return "unmatched ')'";
-            depth--;
-        }
-        prev_dup = false;
-        i++;
-    }
-    return NULL;
+    size_t h = m->entries[pos]->hash, mask = m->nindex - 1, i = h & mask;
+    for (; m->index[i].pos; i = (i + 1) & mask) mxp__policy_map_probes++;
+    m->index[i] = (index_slot){h, pos + 1};
 }
 
-/*
- * Length of the literal text every match of key must start with, for a cheap pre-check before
- * regexec: the leading characters up to the first ERE special character, minus the last one if
- * a repetition operator follows it ("dense_?" only promises "dense"); 0 when the key has an
- * alternation '|' outside parentheses ("ab|cd" promises nothing). Brackets and escapes are
- * skipped when looking for '|'.
- */
-static size_t literal_prefix(const char *k)
+/* Make room for `total` entries in the index (load <= 1/2), rehashing when it grows. */
+static mxp_status index_reserve(mxp_policy_map *m, size_t total)
 {
-    size_t n = strcspn(k, "\\.[]()*+?{}|^$");
-    if (n > 0 && (k[n] == '*' || k[n] == '?' || k[n] == '{' || k[n] == '+')) n--;
-    int depth = 0;
-    for (size_t i = 0; k[i]; i++) {
-        if (k[i] == '\\') {
-            if (!k[i + 1]) break;
-            i++;
-        } else if (k[i] == '[') {
-            size_t j = i + 1;
-            if (k[j] == '^') j++;
-            if (k[j] == ']') j++;
-            while (k[j] && k[j] != ']') {
-                if (k[j] == '[' && (k[j + 1] == ':' || k[j + 1] == '.' || k[j + 1] == '=')) {
-                    const char *end = strstr(k + j + 2, (char[]){k[j + 1], ']', '\0'});
-                    if (!end) return 0;
-                    j = (size_t)(end - k) + 2;
-                } else {
-                    j++;
-                }
-            }
-            if (!k[j]) return 0;
-            i = j;
-        } else if (k[i] == '(') {
-            depth++;
-        } else if (k[i] == ')') {
-            depth--;
-        } else if (k[i] == '|' && depth == 0) {
-            return 0;
-        }
-    }
-    return n;
-}
-
-/*
- * A new entry with its regex compiled; *out untouched on failure. The key K is compiled as
- * "^(K)$" with REG_NOSUB: whole-path matching by anchoring (safe because K has balanced
- * parentheses and no back-references), and glibc can then match with its DFA alone.
- */
-static mxp_status entry_new(const char *key, const mxp_policy *p, entry **out)
-{
-    const char *problem = ere_subset_problem(key);
-    if (problem) return mxp__fail(MXP_EPARSE, "invalid regex key '%.*s': %s", QUOTE_MAX, key, problem);
-    entry *e = calloc(1, sizeof *e);
-    size_t len = strlen(key);
-    char *k = e ? malloc(len + 1) : NULL;
-    char *anchored = k ? malloc(len + 5) : NULL;
-    if (!e || !k || !anchored) {
-        free(e);
-        free(k);
-        return mxp__fail(MXP_ENOMEM, "policy map: out of memory adding key '%.*s'", QUOTE_MAX, key);
-    }
-    memcpy(k, key, len + 1);
-    memcpy(anchored, "^(", 2);
-    memcpy(anchored + 2, key, len);
-    memcpy(anchored + 2 + len, ")$", 3);
-    int rc = regcomp(&e->re, anchored, REG_EXTENDED | REG_NOSUB);
-    free(anchored);
-    if (rc != 0) {
-        char why[256];
-        regerror(rc, &e->re, why, sizeof why);
-        free(k);
-        free(e);
-        if (rc == REG_ESPACE)
-            return mxp__fail(MXP_ENOMEM, "policy map: out of memory compiling key '%.*s'", QUOTE_MAX, key);
-        return mxp__fail(MXP_EPARSE, "invalid regex key '%.*s': %s", QUOTE_MAX, key, why);
-    }
-    e->key = k;
-    e->policy = *p;
-    e->prefix_len = literal_prefix(k);
-    *out = e;
+    if (total * 2 <= m->nindex) return MXP_OK;
+    size_t ns = m->nindex ? m->nindex : 16;
+    while (ns < total * 2) ns *= 2;
+    index_slot *idx = calloc(ns, sizeof *idx);
+    if (!idx) return mxp__fail(MXP_ENOMEM, "policy map: out of memory growing the key index to %zu slots", ns);
+    free(m->index);
+    m->index = idx;
+    m->nindex = ns;
+    for (size_t i = 0; i < m->count; i++) index_put(m, i);
     return MXP_OK;
 }
 
+/* After positions changed (remove): rebuild the index, the regex list and max_states. */
+static void reindex(mxp_policy_map *m)
+{
+    if (m->nindex) memset(m->index, 0, m->nindex * sizeof *m->index);
+    m->nrx = 0;
+    m->max_states = 0;
+    for (size_t i = 0; i < m->count; i++) {
+        index_put(m, i);
+        if (m->entries[i]->re) {
+            m->rx[m->nrx++] = i;
+            size_t st = mxp__re_states(m->entries[i]->re);
+            if (st > m->max_states) m->max_states = st;
+        }
+    }
+}
+
+/* Room for `extra` more entries in the entry array, the index and the regex list. */
 static mxp_status reserve(mxp_policy_map *m, size_t extra)
 {
-    if (m->count + extra <= m->cap) return MXP_OK;
-    size_t nc = m->cap ? m->cap : 8;
-    while (nc < m->count + extra) nc *= 2;
-    entry **ne = realloc(m->entries, nc * sizeof *ne);
-    if (!ne) return mxp__fail(MXP_ENOMEM, "policy map: out of memory growing to %zu entries", nc);
-    m->entries = ne;
-    m->cap = nc;
+    size_t total = m->count + extra;
+    if (total > m->cap) {
+        size_t nc = m->cap ? m->cap : 8;
+        while (nc < total) nc *= 2;
+        entry **ne = realloc(m->entries, nc * sizeof *ne);
+        if (!ne) return mxp__fail(MXP_ENOMEM, "policy map: out of memory growing to %zu entries", nc);
+        m->entries = ne;
+        m->cap = nc;
+    }
+    if (m->nrx + extra > m->rx_cap) {
+        size_t nc = m->rx_cap ? m->rx_cap : 8;
+        while (nc < m->nrx + extra) nc *= 2;
+        size_t *nr = realloc(m->rx, nc * sizeof *nr);
+        if (!nr) return mxp__fail(MXP_ENOMEM, "policy map: out of memory growing to %zu regex keys", nc);
+        m->rx = nr;
+        m->rx_cap = nc;
+    }
+    return index_reserve(m, total);
+}
+
+/* Append e (room reserved). */
+static void append(mxp_policy_map *m, entry *e)
+{
+    size_t pos = m->count++;
+    m->entries[pos] = e;
+    index_put(m, pos);
+    if (e->re) {
+        m->rx[m->nrx++] = pos;
+        size_t st = mxp__re_states(e->re);
+        if (st > m->max_states) m->max_states = st;
+    }
+}
+
+/* ---- entries ------------------------------------------------------------------------------ */
+
+/*
+ * A new entry; *out untouched on failure. Keys with an ERE special character are compiled
+ * (path_regex.c: POSIX EREs within the limits of policy_map.h, refused with MXP_EPARSE naming
+ * the key and the problem); literal keys are only length-checked.
+ */
+static mxp_status entry_new(const char *key, size_t h, const mxp_policy *p, entry **out)
+{
+    size_t len = strlen(key);
+    mxp__re *re = NULL;
+    mxp_status s = mxp__re_is_literal(key) ? mxp__re_check_length(key, len) : mxp__re_compile(key, &re);
+    if (s != MXP_OK) return s;
+    entry *e = malloc(sizeof *e);
+    char *k = e ? malloc(len + 1) : NULL;
+    if (!e || !k) {
+        free(e);
+        mxp__re_free(re);
+        return mxp__fail(MXP_ENOMEM, "policy map: out of memory adding key '%.*s'", QUOTE_MAX, key);
+    }
+    memcpy(k, key, len + 1);
+    *e = (entry){k, h, *p, re};
+    *out = e;
     return MXP_OK;
 }
 
@@ -328,12 +279,13 @@ mxp_status mxp_policy_map_set(mxp_policy_map *m, const char *key, const mxp_poli
     if (!*key) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set: empty key");
     mxp_status s = mxp_policy_validate(p);
     if (s != MXP_OK) return s;
-    if (find_exact(m, key) >= 0)
+    size_t h = hash_str(key);
+    if (find_exact_h(m, key, h) >= 0)
         return mxp__fail(MXP_EEXIST, "key '%.*s' is already in the policy map", QUOTE_MAX, key);
     if ((s = reserve(m, 1)) != MXP_OK) return s;
     entry *e;
-    if ((s = entry_new(key, p, &e)) != MXP_OK) return s;
-    m->entries[m->count++] = e;
+    if ((s = entry_new(key, h, p, &e)) != MXP_OK) return s;
+    append(m, e);
     invalidate(m);
     return MXP_OK;
 }
@@ -346,6 +298,7 @@ mxp_status mxp_policy_map_remove(mxp_policy_map *m, const char *key)
     entry_free(m->entries[i]);
     memmove(m->entries + i, m->entries + i + 1, (m->count - (size_t)i - 1) * sizeof *m->entries);
     m->count--;
+    reindex(m);
     invalidate(m);
     return MXP_OK;
 }
@@ -376,7 +329,7 @@ bool mxp_policy_map_equal(const mxp_policy_map *a, const mxp_policy_map *b)
     if (a->has_default && !mxp_policy_equal(&a->def, &b->def)) return false;
     if (a->count != b->count) return false;
     for (size_t i = 0; i < a->count; i++) {
-        long j = find_exact(b, a->entries[i]->key);
+        long j = find_exact_h(b, a->entries[i]->key, a->entries[i]->hash);
         if (j < 0 || !mxp_policy_equal(&a->entries[i]->policy, &b->entries[j]->policy)) return false;
     }
     return true;
@@ -384,36 +337,48 @@ bool mxp_policy_map_equal(const mxp_policy_map *a, const mxp_policy_map *b)
 
 /* ---- lookup ------------------------------------------------------------------------------- */
 
-/* Does entry e's (anchored) regex match the whole path? 1 yes, 0 no, -1 out of memory. */
-static int full_match(const entry *e, const char *path)
+/* Scratch for matching the map's regexes: on the stack when small, else on the heap. */
+typedef struct scratch {
+    uint64_t small[512]; /* 4 KiB: regexes of up to ~400 states */
+    void *mem;
+} scratch;
+
+static bool scratch_open(const mxp_policy_map *m, scratch *s)
 {
-    if (e->prefix_len && strncmp(path, e->key, e->prefix_len) != 0) return 0;
-    int rc = regexec(&e->re, path, 0, NULL, 0);
-    if (rc == REG_NOMATCH) return 0;
-    return rc == 0 ? 1 : -1;
+    size_t bytes = mxp__re_scratch_bytes(m->max_states);
+    s->mem = bytes <= sizeof s->small ? s->small : malloc(bytes);
+    if (!s->mem) return false;
+    mxp__re_scratch_init(s->mem, m->max_states);
+    return true;
+}
+
+static void scratch_close(scratch *s)
+{
+    if (s->mem != s->small) free(s->mem);
 }
 
 /* The decision for path without the cache: entry index, RES_DEFAULT or RES_AMBIGUOUS. */
-static mxp_status resolve(const mxp_policy_map *m, const char *path, long *result)
+static mxp_status resolve(const mxp_policy_map *m, const char *path, size_t h, long *result)
 {
-    long ex = find_exact(m, path);
+    long ex = find_exact_h(m, path, h);
     if (ex >= 0) {
         *result = ex;
         return MXP_OK;
     }
     long found = RES_DEFAULT;
-    for (size_t i = 0; i < m->count; i++) {
-        int r = full_match(m->entries[i], path);
-        if (r < 0)
-            return mxp__fail(MXP_ENOMEM, "policy map: out of memory matching key '%.*s' against '%.*s'",
-                             QUOTE_MAX, m->entries[i]->key, QUOTE_MAX, path);
-        if (r) {
+    if (m->nrx > 0) {
+        scratch sc;
+        if (!scratch_open(m, &sc))
+            return mxp__fail(MXP_ENOMEM, "policy map: out of memory matching '%.*s'", QUOTE_MAX, path);
+        for (size_t j = 0; j < m->nrx; j++) {
+            if (!mxp__re_full_match(m->entries[m->rx[j]]->re, path, sc.mem)) continue;
             if (found != RES_DEFAULT) {
-                *result = RES_AMBIGUOUS;
-                return MXP_OK;
+                found = RES_AMBIGUOUS;
+                break;
             }
-            found = (long)i;
+            found = (long)m->rx[j];
         }
+        scratch_close(&sc);
     }
     *result = found;
     return MXP_OK;
@@ -425,15 +390,19 @@ static mxp_status ambiguous(const mxp_policy_map *m, const char *path)
     char keys[768];
     size_t n = 0, matched = 0;
     keys[0] = '\0';
-    for (size_t i = 0; i < m->count; i++) {
-        if (full_match(m->entries[i], path) != 1) continue;
+    scratch sc;
+    if (!scratch_open(m, &sc))
+        return mxp__fail(MXP_ENOMEM, "policy map: out of memory matching '%.*s'", QUOTE_MAX, path);
+    for (size_t j = 0; j < m->nrx; j++) {
+        const entry *e = m->entries[m->rx[j]];
+        if (!mxp__re_full_match(e->re, path, sc.mem)) continue;
         matched++;
         if (n < sizeof keys) {
-            int w = snprintf(keys + n, sizeof keys - n, "%s'%s'", matched > 1 ? ", " : "",
-                             m->entries[i]->key);
+            int w = snprintf(keys + n, sizeof keys - n, "%s'%s'", matched > 1 ? ", " : "", e->key);
             n += w > 0 ? (size_t)w : 0;
         }
     }
+    scratch_close(&sc);
     if (n >= sizeof keys) memcpy(keys + sizeof keys - 5, "...", 4);
     return mxp__fail(MXP_EAMBIGUOUS, "ambiguous policy for path '%.*s': %zu keys match it: %s",
                      QUOTE_MAX, path, matched, keys);
@@ -456,15 +425,22 @@ static bool cache_lookup(mxp_policy_map *m, const char *path, size_t h, long *re
 static bool cache_grow(mxp_policy_map *m, size_t ns)
 {
     cache_slot *slots = calloc(ns, sizeof *slots);
-    if (!slots) return false;
-    for (size_t i = 0; i < m->nslots; i++) {
-        if (!m->slots[i].path) continue;
-        size_t j = m->slots[i].hash & (ns - 1);
+    size_t *occ = slots ? malloc(ns / 2 * sizeof *occ) : NULL;
+    if (!occ) {
+        free(slots);
+        return false;
+    }
+    for (size_t k = 0; k < m->used; k++) {
+        const cache_slot *s = &m->slots[m->occupied[k]];
+        size_t j = s->hash & (ns - 1);
         while (slots[j].path) j = (j + 1) & (ns - 1);
-        slots[j] = m->slots[i];
+        slots[j] = *s;
+        occ[k] = j;
     }
     free(m->slots);
+    free(m->occupied);
     m->slots = slots;
+    m->occupied = occ;
     m->nslots = ns;
     return true;
 }
@@ -485,7 +461,7 @@ static void cache_insert(mxp_policy_map *m, const char *path, size_t h, long res
     size_t mask = m->nslots - 1, i = h & mask;
     while (m->slots[i].path) i = (i + 1) & mask;
     m->slots[i] = (cache_slot){copy, h, result};
-    m->used++;
+    m->occupied[m->used++] = i;
 }
 
 mxp_status mxp_policy_map_match(const mxp_policy_map *cm, const char *path, mxp_policy *out,
@@ -497,15 +473,14 @@ mxp_status mxp_policy_map_match(const mxp_policy_map *cm, const char *path, mxp_
     mxp_policy_map *m = (mxp_policy_map *)(uintptr_t)cm;
     long result = RES_DEFAULT;
     bool hit = false;
-    size_t h = 0;
+    size_t h = hash_str(path);
     if (m->cache_cap > 0) {
-        h = hash_str(path);
         pthread_mutex_lock(&m->lock);
         hit = cache_lookup(m, path, h, &result);
         pthread_mutex_unlock(&m->lock);
     }
     if (!hit) {
-        mxp_status s = resolve(m, path, &result);
+        mxp_status s = resolve(m, path, h, &result);
         if (s != MXP_OK) return s;
         if (m->cache_cap > 0) {
             pthread_mutex_lock(&m->lock);
@@ -607,7 +582,7 @@ mxp_status mxp_policy_map_format(const mxp_policy_map *m, char *buf, size_t cap,
 }
 
 /* Parse one config line [b, e) into m. `key_buf` has room for e - b + 1 bytes. */
-static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, int line, char *key_buf,
+static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, size_t line, char *key_buf,
                              bool *seen_default)
 {
     while (b < e && isspace((unsigned char)*b)) b++;
@@ -619,12 +594,12 @@ static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, in
         quoted = true;
         for (p++;; p++) {
             if (p == e)
-                return mxp__fail(MXP_EPARSE, "line %d: unterminated quoted key '%.*s'", line,
+                return mxp__fail(MXP_EPARSE, "line %zu: unterminated quoted key '%.*s'", line,
                                  (int)(e - b) < QUOTE_MAX ? (int)(e - b) : QUOTE_MAX, b);
             if (*p == '"') break;
             if (*p == '\\') {
                 if (++p == e)
-                    return mxp__fail(MXP_EPARSE, "line %d: unterminated quoted key '%.*s'", line,
+                    return mxp__fail(MXP_EPARSE, "line %zu: unterminated quoted key '%.*s'", line,
                                      (int)(e - b) < QUOTE_MAX ? (int)(e - b) : QUOTE_MAX, b);
                 switch (*p) {
                 case '"': key_buf[klen++] = '"'; break;
@@ -632,7 +607,7 @@ static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, in
                 case 'n': key_buf[klen++] = '\n'; break;
                 case 'r': key_buf[klen++] = '\r'; break;
                 default:
-                    return mxp__fail(MXP_EPARSE, "line %d: unknown escape '\\%c' in quoted key (use "
+                    return mxp__fail(MXP_EPARSE, "line %zu: unknown escape '\\%c' in quoted key (use "
                                                  "\\\" \\\\ \\n \\r)",
                                      line, *p);
                 }
@@ -643,14 +618,14 @@ static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, in
         p++; /* past the closing quote */
         while (p < e && isspace((unsigned char)*p)) p++;
         if (p == e || *p != '=')
-            return mxp__fail(MXP_EPARSE, "line %d: expected '=' after quoted key, got '%.*s'", line,
+            return mxp__fail(MXP_EPARSE, "line %zu: expected '=' after quoted key, got '%.*s'", line,
                              (int)(e - p) < QUOTE_MAX ? (int)(e - p) : QUOTE_MAX, p);
     } else {
         while (p < e && *p != '=' && *p != '#') p++;
         if (p == e || *p == '#') {
             const char *t = p;
             while (t > b && isspace((unsigned char)t[-1])) t--;
-            return mxp__fail(MXP_EPARSE, "line %d: expected 'key = policy', got '%.*s' (no '=')", line,
+            return mxp__fail(MXP_EPARSE, "line %zu: expected 'key = policy', got '%.*s' (no '=')", line,
                              (int)(t - b) < QUOTE_MAX ? (int)(t - b) : QUOTE_MAX, b);
         }
         const char *t = p;
@@ -659,7 +634,7 @@ static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, in
         memcpy(key_buf, b, klen);
     }
     key_buf[klen] = '\0';
-    if (klen == 0) return mxp__fail(MXP_EPARSE, "line %d: empty key before '='", line);
+    if (klen == 0) return mxp__fail(MXP_EPARSE, "line %zu: empty key before '='", line);
 
     /* The policy: after '=', up to a '#' comment, trimmed. */
     const char *vb = p + 1, *ve = vb;
@@ -667,10 +642,10 @@ static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, in
     while (vb < ve && isspace((unsigned char)*vb)) vb++;
     while (ve > vb && isspace((unsigned char)ve[-1])) ve--;
     if (vb == ve)
-        return mxp__fail(MXP_EPARSE, "line %d: missing policy after '=' for key '%.*s'", line, QUOTE_MAX,
+        return mxp__fail(MXP_EPARSE, "line %zu: missing policy after '=' for key '%.*s'", line, QUOTE_MAX,
                          key_buf);
     char *val = malloc((size_t)(ve - vb) + 1);
-    if (!val) return mxp__fail(MXP_ENOMEM, "line %d: out of memory", line);
+    if (!val) return mxp__fail(MXP_ENOMEM, "line %zu: out of memory", line);
     memcpy(val, vb, (size_t)(ve - vb));
     val[ve - vb] = '\0';
     mxp_policy pol;
@@ -679,14 +654,14 @@ static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, in
     if (s != MXP_OK) {
         char why[768];
         snprintf(why, sizeof why, "%s", mxp_last_error());
-        return mxp__fail(s, "line %d: key '%.*s': %s", line, QUOTE_MAX, key_buf, why);
+        return mxp__fail(s, "line %zu: key '%.*s': %s", line, QUOTE_MAX, key_buf, why);
     }
     if (!quoted && key_buf[0] == '@') {
         if (strcmp(key_buf, "@default") != 0)
-            return mxp__fail(MXP_EPARSE, "line %d: unknown directive '%.*s' (only @default exists; "
+            return mxp__fail(MXP_EPARSE, "line %zu: unknown directive '%.*s' (only @default exists; "
                                          "quote a key that starts with '@')",
                              line, QUOTE_MAX, key_buf);
-        if (*seen_default) return mxp__fail(MXP_EPARSE, "line %d: repeated @default", line);
+        if (*seen_default) return mxp__fail(MXP_EPARSE, "line %zu: repeated @default", line);
         *seen_default = true;
         m->has_default = true;
         m->def = pol;
@@ -696,7 +671,7 @@ static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, in
     if (s != MXP_OK) {
         char why[768];
         snprintf(why, sizeof why, "%s", mxp_last_error());
-        return mxp__fail(s, "line %d: %s", line, why);
+        return mxp__fail(s, "line %zu: %s", line, why);
     }
     return MXP_OK;
 }
@@ -719,7 +694,7 @@ mxp_status mxp_policy_map_parse(const char *text, mxp_policy_map **out)
         return mxp__fail(MXP_ENOMEM, "mxp_policy_map_parse: out of memory");
     }
     bool seen_default = false;
-    int line = 1;
+    size_t line = 1;
     mxp_status s = MXP_OK;
     for (const char *b = text; *b; line++) {
         const char *nl = strchr(b, '\n');
@@ -737,38 +712,103 @@ mxp_status mxp_policy_map_parse(const char *text, mxp_policy_map **out)
     return MXP_OK;
 }
 
-mxp_status mxp_policy_map_load(const char *path, mxp_policy_map **out)
+/* Why open() failed, in words (strerror is not thread-safe everywhere). */
+static const char *open_error(int err)
 {
-    if (!path || !out) return mxp__fail(MXP_EINVAL, "mxp_policy_map_load: path and out must be non-NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f) return mxp__fail(MXP_EIO, "cannot open policy map file '%s'", path);
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 1 >= cap) {
-            size_t nc = cap ? cap * 2 : 4096;
-            char *nb = realloc(buf, nc);
+    switch (err) {
+    case ENOENT: return "no such file or directory";
+    case EACCES: return "permission denied";
+    case ENOTDIR: return "a component of the path is not a directory";
+    case ENXIO: return "no such device (a socket or a FIFO without reader?)";
+    case EISDIR: return "is a directory";
+    case ELOOP: return "too many symbolic links";
+    case ENAMETOOLONG: return "name too long";
+    case EMFILE:
+    case ENFILE: return "too many open files";
+    default: return "cannot open";
+    }
+}
+
+/*
+ * Read the whole file at path into a new NUL-terminated buffer, refusing more than
+ * mxp__policy_map_file_max bytes and any NUL byte. A regular file's size is checked before
+ * anything is read; FIFOs and devices are read in chunks until end of file or the cap.
+ */
+static mxp_status read_config(const char *path, char **text)
+{
+    size_t max = mxp__policy_map_file_max;
+    int fd;
+    do fd = open(path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return mxp__fail(MXP_EIO, "cannot open policy map file '%s': %s", path, open_error(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return mxp__fail(MXP_EIO, "cannot stat policy map file '%s'", path);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return mxp__fail(MXP_EIO, "policy map file '%s' is a directory", path);
+    }
+    bool regular = S_ISREG(st.st_mode);
+    if (regular && st.st_size > 0 && (uintmax_t)st.st_size > max) {
+        close(fd);
+        return mxp__fail(MXP_EFORMAT, "policy map file '%s' is %ju bytes: more than MXP_POLICY_MAP_FILE_MAX (%zu bytes)",
+                         path, (uintmax_t)st.st_size, max);
+    }
+    size_t cap = regular ? (size_t)st.st_size + 1 : 65536;
+    if (cap > max + 1) cap = max + 1;
+    if (cap < 4096) cap = 4096;
+    char *buf = malloc(cap + 1);
+    size_t len = 0;
+    mxp_status s = buf ? MXP_OK : mxp__fail(MXP_ENOMEM, "out of memory reading '%s'", path);
+    while (s == MXP_OK) {
+        if (len == cap) { /* only FIFOs, devices and growing files get here */
+            size_t nc = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            char *nb = realloc(buf, nc + 1);
             if (!nb) {
-                free(buf);
-                fclose(f);
-                return mxp__fail(MXP_ENOMEM, "out of memory reading '%s'", path);
+                s = mxp__fail(MXP_ENOMEM, "out of memory reading '%s'", path);
+                break;
             }
             buf = nb;
             cap = nc;
         }
-        size_t got = fread(buf + len, 1, cap - 1 - len, f);
-        len += got;
+        ssize_t got = read(fd, buf + len, cap - len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            s = mxp__fail(MXP_EIO, "error reading policy map file '%s'", path);
+            break;
+        }
         if (got == 0) break;
+        const char *nul = memchr(buf + len, '\0', (size_t)got);
+        if (nul) {
+            s = mxp__fail(MXP_EFORMAT, "policy map file '%s' has a NUL byte at offset %zu: not a text config",
+                          path, (size_t)(nul - buf));
+            break;
+        }
+        len += (size_t)got;
+        if (len > max)
+            s = mxp__fail(MXP_EFORMAT, "policy map file '%s' is more than MXP_POLICY_MAP_FILE_MAX (%zu bytes)%s",
+                          path, max, regular ? "" : " (read from a FIFO or device)");
     }
-    bool bad = ferror(f) != 0;
-    fclose(f);
-    if (bad) {
+    close(fd);
+    if (s != MXP_OK) {
         free(buf);
-        return mxp__fail(MXP_EIO, "error reading policy map file '%s'", path);
+        return s;
     }
     buf[len] = '\0';
-    mxp_status s = mxp_policy_map_parse(buf, out);
-    free(buf);
+    *text = buf;
+    return MXP_OK;
+}
+
+mxp_status mxp_policy_map_load(const char *path, mxp_policy_map **out)
+{
+    if (!path || !out) return mxp__fail(MXP_EINVAL, "mxp_policy_map_load: path and out must be non-NULL");
+    char *text = NULL;
+    mxp_status s = read_config(path, &text);
+    if (s != MXP_OK) return s;
+    s = mxp_policy_map_parse(text, out);
+    free(text);
     return s;
 }
 
@@ -778,6 +818,10 @@ mxp_status mxp_policy_map_save(const mxp_policy_map *m, const char *path)
     size_t len;
     mxp_status s = mxp_policy_map_format(m, NULL, 0, &len);
     if (s != MXP_OK) return s;
+    if (len > mxp__policy_map_file_max)
+        return mxp__fail(MXP_EFORMAT, "the policy map's text is %zu bytes: more than MXP_POLICY_MAP_FILE_MAX "
+                                      "(%zu bytes), which mxp_policy_map_load would refuse; '%s' not written",
+                         len, mxp__policy_map_file_max, path);
     char *buf = malloc(len + 1);
     if (!buf) return mxp__fail(MXP_ENOMEM, "out of memory formatting the policy map");
     (void)mxp_policy_map_format(m, buf, len + 1, &len);
@@ -821,12 +865,20 @@ mxp_status mxp_policy_map_apply(mxp_policy_map *m, const mxp_layer *layers, size
     for (size_t i = 0; sel->except && i < sel->n_except; i++)
         if (!sel->except[i]) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: except[%zu] is NULL", i);
 
-    /* action[i]: -1 not applied (unselected or a repeat), -2 new entry (fresh[i]), k >= 0 replace k. */
+    /* action[i]: -1 not applied (unselected or a repeat), -2 new entry (fresh[i]), k >= 0 replace k.
+     * seen: the selected paths so far (open addressing, layer index + 1), to spot repeats in
+     * O(1) each. */
+    size_t nseen = 16;
+    while (nseen < 2 * n) nseen *= 2;
     long *action = calloc(n ? n : 1, sizeof *action);
     entry **fresh = calloc(n ? n : 1, sizeof *fresh);
-    if (!action || !fresh) {
+    size_t *hashes = calloc(n ? n : 1, sizeof *hashes);
+    size_t *seen = calloc(nseen, sizeof *seen);
+    if (!action || !fresh || !hashes || !seen) {
         free(action);
         free(fresh);
+        free(hashes);
+        free(seen);
         return mxp__fail(MXP_ENOMEM, "mxp_policy_map_apply: out of memory");
     }
     size_t selected = 0, added = 0;
@@ -838,19 +890,23 @@ mxp_status mxp_policy_map_apply(mxp_policy_map *m, const mxp_layer *layers, size
         action[i] = -1;
         if (!take) continue;
         selected++;
+        size_t h = hashes[i] = hash_str(l->path), j = h & (nseen - 1);
         bool repeat = false;
-        for (size_t j = 0; j < i && !repeat; j++)
-            repeat = action[j] != -1 && strcmp(layers[j].path, l->path) == 0;
+        for (; seen[j] && !repeat; j = (j + 1) & (nseen - 1), mxp__policy_map_probes++)
+            repeat = hashes[seen[j] - 1] == h && strcmp(layers[seen[j] - 1].path, l->path) == 0;
         if (repeat) continue;
-        long k = find_exact(m, l->path);
+        seen[j] = i + 1;
+        long k = find_exact_h(m, l->path, h);
         if (k >= 0) {
             action[i] = k;
         } else {
-            if ((s = entry_new(l->path, p, &fresh[i])) != MXP_OK) break;
+            if ((s = entry_new(l->path, h, p, &fresh[i])) != MXP_OK) break;
             action[i] = -2;
             added++;
         }
     }
+    free(hashes);
+    free(seen);
     if (s == MXP_OK) s = reserve(m, added);
     if (s != MXP_OK) {
         for (size_t i = 0; i < n; i++) entry_free(fresh[i]);
@@ -860,7 +916,7 @@ mxp_status mxp_policy_map_apply(mxp_policy_map *m, const mxp_layer *layers, size
     }
     for (size_t i = 0; i < n; i++) {
         if (action[i] >= 0) m->entries[action[i]]->policy = *p;
-        else if (action[i] == -2) m->entries[m->count++] = fresh[i];
+        else if (action[i] == -2) append(m, fresh[i]);
     }
     free(action);
     free(fresh);

@@ -8,8 +8,11 @@
  * leftmost-longest match spans all of it (offsets 0..strlen): a different way to get "whole
  * path" than the library's anchoring ("^(key)$"), so the two can disagree if either is wrong.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <regex.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,11 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "internal.h"
 #include "mixprec.h"
+#include "path_regex.h"
 #include "test_util.h"
 
 static mxp_policy P(const char *text)
@@ -713,6 +719,315 @@ static void test_apply_errors_leave_map_unchanged(void **state)
     mxp_policy_map_free(m);
 }
 
+/* ---- hostile keys and files (issue 16) ---------------------------------------------------- */
+
+static char *repeat_str(const char *head, const char *unit, size_t times, const char *tail)
+{
+    size_t hl = strlen(head), ul = strlen(unit), tl = strlen(tail);
+    char *s = malloc(hl + ul * times + tl + 1);
+    assert_non_null(s);
+    memcpy(s, head, hl);
+    for (size_t i = 0; i < times; i++) memcpy(s + hl + i * ul, unit, ul);
+    memcpy(s + hl + ul * times, tail, tl + 1);
+    return s;
+}
+
+static void expect_set_refused(mxp_policy_map *m, char *key, const char *frag)
+{
+    mxp_policy b = P("f16");
+    size_t before = mxp_policy_map_count(m);
+    mxp_status s = mxp_policy_map_set(m, key, &b);
+    if (s != MXP_EPARSE) fail_msg("%zu-byte key: %s, want MXP_EPARSE", strlen(key), mxp_status_name(s));
+    if (!strstr(mxp_last_error(), frag)) fail_msg("\"%s\" lacks \"%s\"", mxp_last_error(), frag);
+    assert_int_equal(mxp_policy_map_count(m), before);
+    free(key);
+}
+
+/* Each of these crashed (stack overflow in glibc's regcomp) or ran for seconds to minutes
+ * before the library had its own bounded matcher. */
+static void test_adversarial_keys_refused(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = mxp_policy_map_new(NULL);
+    expect_set_refused(m, repeat_str("", "(", 100000, ""), "MXP_POLICY_MAP_KEY_MAX (1024)");
+    expect_set_refused(m, repeat_str("(", "a|", 100000, "b)*"), "MXP_POLICY_MAP_KEY_MAX");
+    expect_set_refused(m, repeat_str("", "a?", 500000, ""), "MXP_POLICY_MAP_KEY_MAX");
+    expect_set_refused(m, repeat_str("", ".*", 10000, ""), "MXP_POLICY_MAP_KEY_MAX");
+    expect_set_refused(m, repeat_str("", "(", 1000, ""), "MXP_POLICY_MAP_DEPTH_MAX (32)");
+    expect_set_refused(m, repeat_str("(", "a|", 300, "b)*"), "MXP_POLICY_MAP_OPS_MAX (256)");
+    expect_set_refused(m, repeat_str("", "a?", 300, ""), "MXP_POLICY_MAP_OPS_MAX");
+    expect_set_refused(m, repeat_str("", ".*", 300, ""), "MXP_POLICY_MAP_OPS_MAX");
+    expect_set_refused(m, repeat_str("", "(.*){255}", 20, ""), "MXP_POLICY_MAP_STATES_MAX (4096)");
+    /* Literal keys obey the length limit too (apply_policy's paths included). */
+    expect_set_refused(m, repeat_str("", "x", 1025, ""), "MXP_POLICY_MAP_KEY_MAX");
+    char *longest = repeat_str("", "x", 1024, "");
+    mxp_policy b = P("f16");
+    assert_int_equal(mxp_policy_map_set(m, longest, &b), MXP_OK);
+    free(longest);
+    mxp_policy_map_free(m);
+
+    /* A 1 MB "a|a|...|a" line in a config file. */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/mxp_test_pm_long_%d.cfg", (int)getpid());
+    char *line = repeat_str("", "a|", 500000, "a = f32\n");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("ok = bf16\n", f);
+    fputs(line, f);
+    fclose(f);
+    free(line);
+    mxp_policy_map *loaded = (mxp_policy_map *)1;
+    assert_int_equal(mxp_policy_map_load(path, &loaded), MXP_EPARSE);
+    assert_ptr_equal(loaded, (mxp_policy_map *)1);
+    assert_non_null(strstr(mxp_last_error(), "line 2: "));
+    assert_non_null(strstr(mxp_last_error(), "MXP_POLICY_MAP_KEY_MAX"));
+    remove(path);
+}
+
+/* Issue 16 item 11: the message speaks of the user's key, not of the "^(key)$" it was once
+ * wrapped in ("Unmatched ( or \(" for a trailing backslash). */
+static void test_key_errors_in_user_terms(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = mxp_policy_map_new(NULL);
+    mxp_policy b = P("f16");
+    assert_int_equal(mxp_policy_map_set(m, "a\\", &b), MXP_EPARSE);
+    assert_non_null(strstr(mxp_last_error(), "'a\\'"));
+    assert_non_null(strstr(mxp_last_error(), "trailing backslash at offset 1"));
+    assert_null(strstr(mxp_last_error(), "Unmatched"));
+    assert_int_equal(mxp_policy_map_set(m, "block_(0|1", &b), MXP_EPARSE);
+    assert_non_null(strstr(mxp_last_error(), "unbalanced parenthesis: '(' at offset 6 is never closed"));
+    assert_int_equal(mxp_policy_map_set(m, "x)", &b), MXP_EPARSE);
+    assert_non_null(strstr(mxp_last_error(), "')' at offset 1 has no matching '('"));
+    assert_int_equal(mxp_policy_map_set(m, "layer_\\d+", &b), MXP_EPARSE);
+    assert_non_null(strstr(mxp_last_error(), "unsupported escape '\\d' at offset 6"));
+    assert_int_equal(mxp_policy_map_count(m), 0);
+    mxp_policy_map_free(m);
+    expect_config_error("ok = f32\n\"x\\\\\" = f32\n", MXP_EPARSE, "line 2: ", "trailing backslash at offset 1");
+}
+
+/* Lookups are linear in the path, counted: a map holding the largest key of every adversarial
+ * shape the limits allow, looked up without the cache on paths of growing length, visits at
+ * most sum over keys of 2 * states * (length + 1) NFA instructions (test_path_regex checks each
+ * key's work doubles at most with the path); literal keys cost nothing. */
+static void test_lookup_work_counted(void **state)
+{
+    (void)state;
+    char *keys[] = {
+        repeat_str("(", "a|", 254, "b)*"), repeat_str("", "a|", 256, "a"), repeat_str("", "a?", 256, ""),
+        repeat_str("", ".*", 256, ""),     repeat_str("", "(a|ab)*", 100, "b"), repeat_str("((.*){15}){85}", "", 0, ""),
+        repeat_str("", "((a*)*)*", 40, ""), repeat_str("", "[[:alnum:]_]", 85, ""),
+    };
+    size_t nkeys = sizeof keys / sizeof *keys;
+    mxp_policy_map *m = mxp_policy_map_new(NULL);
+    assert_int_equal(mxp_policy_map_set_cache_capacity(m, 0), MXP_OK);
+    unsigned long long per_byte = 0; /* 2 * sum of states */
+    for (size_t k = 0; k < nkeys; k++) {
+        mxp__re *re;
+        assert_int_equal(mxp__re_compile(keys[k], &re), MXP_OK);
+        per_byte += 2 * mxp__re_states(re);
+        mxp__re_free(re);
+        mxp_policy p = random_policy();
+        if (mxp_policy_map_set(m, keys[k], &p) != MXP_OK) fail_msg("%s", mxp_last_error());
+    }
+    /* 20 000 literal keys: never scanned as regexes. */
+    for (int i = 0; i < 20000; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "model/layer_%d/dense", i);
+        mxp_policy p = random_policy();
+        assert_int_equal(mxp_policy_map_set(m, k, &p), MXP_OK);
+    }
+    static const char *const units[] = {"a", "ab", "b", "a_"};
+    for (size_t u = 0; u < 4; u++) {
+        for (size_t n = 256; n <= 2048; n *= 2) {
+            char *path = repeat_str("", units[u], n, "");
+            size_t len = strlen(path);
+            unsigned long long w0 = mxp__re_match_work;
+            mxp_policy out;
+            mxp_status s = mxp_policy_map_get(m, path, &out);
+            assert_true(s == MXP_OK || s == MXP_EAMBIGUOUS);
+            unsigned long long work = mxp__re_match_work - w0;
+            /* get (one pass) plus, when ambiguous, the pass that lists the matching keys */
+            unsigned long long bound = (s == MXP_EAMBIGUOUS ? 2 : 1) * per_byte * (len + 1);
+            if (work > bound) fail_msg("path of %zu bytes: %llu visits > %llu", len, work, bound);
+            if (n == 2048) assert_true(work > 1000 * len); /* the bound is not vacuous: real work ran */
+            free(path);
+        }
+    }
+    for (size_t k = 0; k < nkeys; k++) free(keys[k]);
+    mxp_policy_map_free(m);
+}
+
+/* Issue 16 item 5: building a map is O(1) amortised per key, counted in hash-table probes
+ * (the old duplicate search compared each new key with every earlier one). */
+static void test_build_is_linear_counted(void **state)
+{
+    (void)state;
+    for (size_t n = 1000; n <= 100000; n *= 10) {
+        /* set */
+        mxp_policy_map *m = mxp_policy_map_new(NULL);
+        mxp_policy p = P("bf16");
+        unsigned long long p0 = mxp__policy_map_probes;
+        for (size_t i = 0; i < n; i++) {
+            char k[48];
+            snprintf(k, sizeof k, i % 100 ? "model/layer_%zu/dense" : "model/block_%zu/.*", i);
+            assert_int_equal(mxp_policy_map_set(m, k, &p), MXP_OK);
+        }
+        assert_int_equal(mxp_policy_map_set(m, "model/layer_1/dense", &p), MXP_EEXIST);
+        unsigned long long probes = mxp__policy_map_probes - p0;
+        if (probes > 4 * n) fail_msg("set of %zu keys: %llu probes", n, probes);
+        /* parse of the same map as text */
+        size_t len;
+        assert_int_equal(mxp_policy_map_format(m, NULL, 0, &len), MXP_OK);
+        char *text = malloc(len + 1);
+        assert_int_equal(mxp_policy_map_format(m, text, len + 1, &len), MXP_OK);
+        mxp_policy_map *back = NULL;
+        p0 = mxp__policy_map_probes;
+        assert_int_equal(mxp_policy_map_parse(text, &back), MXP_OK);
+        probes = mxp__policy_map_probes - p0;
+        if (probes > 4 * n) fail_msg("parse of %zu lines: %llu probes", n, probes);
+        p0 = mxp__policy_map_probes;
+        assert_true(mxp_policy_map_equal(m, back));
+        probes = mxp__policy_map_probes - p0;
+        if (probes > 2 * n) fail_msg("equal on %zu keys: %llu probes", n, probes);
+        /* apply: n layers, each path twice */
+        mxp_layer *layers = malloc(2 * n * sizeof *layers);
+        char (*names)[32] = malloc(n * sizeof *names);
+        for (size_t i = 0; i < n; i++) {
+            snprintf(names[i], sizeof names[i], "enc/%zu/attn", i);
+            layers[2 * i] = layers[2 * i + 1] = (mxp_layer){names[i], "dense"};
+        }
+        size_t applied = 0;
+        p0 = mxp__policy_map_probes;
+        assert_int_equal(mxp_policy_map_apply(back, layers, 2 * n, &p, NULL, &applied), MXP_OK);
+        probes = mxp__policy_map_probes - p0;
+        assert_int_equal(applied, 2 * n);
+        assert_int_equal(mxp_policy_map_count(back), 2 * n);
+        if (probes > 8 * n) fail_msg("apply of %zu layers: %llu probes", 2 * n, probes);
+        free(names);
+        free(layers);
+        free(text);
+        mxp_policy_map_free(back);
+        mxp_policy_map_free(m);
+    }
+}
+
+/* Issue 16 item 6: load reads at most MXP_POLICY_MAP_FILE_MAX bytes and no binary data. The
+ * cap is lowered here (mxp__policy_map_file_max) to test it on small files and FIFOs. */
+typedef struct fifo_writer {
+    const char *path;
+    const char *text;
+    size_t len;
+    int err;
+} fifo_writer;
+
+static void *write_fifo(void *arg)
+{
+    fifo_writer *w = arg;
+    int fd = open(w->path, O_WRONLY);
+    if (fd < 0) {
+        w->err = errno;
+        return NULL;
+    }
+    for (size_t done = 0; done < w->len;) {
+        ssize_t n = write(fd, w->text + done, w->len - done);
+        if (n < 0) {
+            w->err = errno; /* EPIPE once the reader has given up */
+            break;
+        }
+        done += (size_t)n;
+    }
+    close(fd);
+    return NULL;
+}
+
+static mxp_status load_from_fifo(const char *fifo, const char *text, size_t len, mxp_policy_map **out, int *err)
+{
+    fifo_writer w = {fifo, text, len, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, write_fifo, &w), 0);
+    mxp_status s = mxp_policy_map_load(fifo, out);
+    pthread_join(th, NULL);
+    *err = w.err;
+    return s;
+}
+
+static void test_load_bounded(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_IGN); /* the FIFO writer must see EPIPE, not die */
+    mxp_policy_map *m = (mxp_policy_map *)1;
+    /* /dev/zero: refused at its first byte (before: 4 GiB read, then MXP_ENOMEM). */
+    assert_int_equal(mxp_policy_map_load("/dev/zero", &m), MXP_EFORMAT);
+    assert_non_null(strstr(mxp_last_error(), "'/dev/zero'"));
+    assert_non_null(strstr(mxp_last_error(), "NUL byte at offset 0"));
+    assert_int_equal(mxp_policy_map_load("/tmp", &m), MXP_EIO);
+    assert_non_null(strstr(mxp_last_error(), "is a directory"));
+    assert_ptr_equal(m, (mxp_policy_map *)1);
+
+    char dir[64], file[96], fifo[96];
+    snprintf(dir, sizeof dir, "/tmp/mxp_test_pm_%d", (int)getpid());
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(file, sizeof file, "%s/big.cfg", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+
+    /* 5 000 bytes of valid config. */
+    size_t len = 0;
+    char *text = malloc(6000);
+    for (int i = 0; len < 5000; i++) len += (size_t)sprintf(text + len, "layer_%d = bf16\n", i);
+    mxp_policy_map *want = NULL;
+    assert_int_equal(mxp_policy_map_parse(text, &want), MXP_OK);
+
+    /* Under the cap: a regular file and a FIFO both load. */
+    FILE *f = fopen(file, "wb");
+    fwrite(text, 1, len, f);
+    fclose(f);
+    assert_int_equal(mxp_policy_map_load(file, &m), MXP_OK);
+    assert_true(mxp_policy_map_equal(m, want));
+    mxp_policy_map_free(m);
+    int err = -1;
+    m = NULL;
+    assert_int_equal(load_from_fifo(fifo, text, len, &m, &err), MXP_OK);
+    assert_int_equal(err, 0);
+    assert_true(mxp_policy_map_equal(m, want));
+    mxp_policy_map_free(m);
+
+    /* Over a lowered cap: refused naming the limit; the regular file without being read. */
+    size_t saved = mxp__policy_map_file_max;
+    mxp__policy_map_file_max = 4096;
+    m = (mxp_policy_map *)1;
+    assert_int_equal(mxp_policy_map_load(file, &m), MXP_EFORMAT);
+    assert_non_null(strstr(mxp_last_error(), "MXP_POLICY_MAP_FILE_MAX (4096 bytes)"));
+    assert_non_null(strstr(mxp_last_error(), file));
+    assert_int_equal(load_from_fifo(fifo, text, len, &m, &err), MXP_EFORMAT);
+    assert_non_null(strstr(mxp_last_error(), "MXP_POLICY_MAP_FILE_MAX (4096 bytes)"));
+    assert_non_null(strstr(mxp_last_error(), "FIFO"));
+    assert_ptr_equal(m, (mxp_policy_map *)1);
+    /* save refuses what load would refuse, and writes nothing. */
+    char out[96];
+    snprintf(out, sizeof out, "%s/out.cfg", dir);
+    assert_int_equal(mxp_policy_map_save(want, out), MXP_EFORMAT);
+    assert_non_null(strstr(mxp_last_error(), "MXP_POLICY_MAP_FILE_MAX"));
+    assert_int_equal(access(out, F_OK), -1);
+    mxp__policy_map_file_max = saved;
+    assert_int_equal(mxp_policy_map_save(want, out), MXP_OK);
+    remove(out);
+
+    /* A NUL byte inside a file. */
+    f = fopen(file, "wb");
+    fwrite("a = f32\n\0b = f16\n", 1, 17, f);
+    fclose(f);
+    assert_int_equal(mxp_policy_map_load(file, &m), MXP_EFORMAT);
+    assert_non_null(strstr(mxp_last_error(), "NUL byte at offset 8"));
+
+    mxp_policy_map_free(want);
+    free(text);
+    remove(file);
+    remove(fifo);
+    rmdir(dir);
+}
+
 /* Every test starts from the initial global state (a failed test may leave it changed). */
 static int reset_globals(void **state)
 {
@@ -738,6 +1053,11 @@ int main(void)
         cmocka_unit_test_setup(test_apply_except, reset_globals),
         cmocka_unit_test_setup(test_apply_only_pred_replace, reset_globals),
         cmocka_unit_test_setup(test_apply_errors_leave_map_unchanged, reset_globals),
+        cmocka_unit_test_setup(test_adversarial_keys_refused, reset_globals),
+        cmocka_unit_test_setup(test_key_errors_in_user_terms, reset_globals),
+        cmocka_unit_test_setup(test_lookup_work_counted, reset_globals),
+        cmocka_unit_test_setup(test_build_is_linear_counted, reset_globals),
+        cmocka_unit_test_setup(test_load_bounded, reset_globals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

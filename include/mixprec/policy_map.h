@@ -11,9 +11,32 @@
  *      MXP_EAMBIGUOUS, with every matching key in the message;
  *   3. no key matches: the map's default (the global mxp_default_policy() at lookup time when
  *      the map was created with NULL).
- * Regexes are compiled once, at set. Lookups are cached (path -> which key matched), so
- * repeated paths cost a hash probe; the cache is emptied on set/remove and never goes stale
- * when the global default changes (it stores which key matched, not the policy).
+ * Keys (docs/DESIGN.md §6): POSIX extended regular expressions matched against the whole path,
+ * byte by byte as in the C locale (whatever the program's locale), by the library's own matcher
+ * (a Thompson NFA, not the C library's regcomp):
+ *   ordinary bytes, '.', bracket expressions ([a-z_], [^0-9], [[:digit:]], [].-], single-
+ *   character [.c.] and [=c=]), groups, '|' (empty alternatives allowed), '*' '+' '?' '{m}'
+ *   '{m,}' '{m,n}' '{,n}' after an atom, '^' and '$' anchors, '\' before punctuation for a
+ *   literal ("\." "\(" "\\"), and \w \W \s \S as in glibc.
+ * Refused with MXP_EPARSE, the message quoting the key and saying what is wrong where (offset
+ * in bytes): back-references (\1..\9) and other letter or digit escapes ("\d": write [0-9]),
+ * a repetition with nothing before it ("*a", "(+a)", "^*") or right after another ("a**",
+ * "a+{2}": undefined in POSIX), an unmatched '(' or ')', an unterminated '[', a reversed or
+ * non-ASCII range, a trailing backslash, and keys beyond these limits:
+ *   MXP_POLICY_MAP_KEY_MAX     bytes in a key (every key, literal or not);
+ *   MXP_POLICY_MAP_DEPTH_MAX   parentheses nested inside each other;
+ *   MXP_POLICY_MAP_OPS_MAX     operators: each '|', '*', '+', '?' and interval counts one;
+ *   MXP_POLICY_MAP_REPEAT_MAX  largest m or n in an interval {m,n};
+ *   MXP_POLICY_MAP_STATES_MAX  NFA states the key compiles to (intervals copy their operand:
+ *                              "(ab){3}" is three copies, and nested intervals multiply).
+ * Costs: a key compiles in O(length + states) (microseconds at the limits); a lookup that misses
+ * the cache visits at most 2 * states * (strlen(path) + 1) NFA states per regex key: linear in
+ * the path. A key without any of the characters .[\()*+?{|^$ matches only itself: it is stored
+ * for exact lookup only and costs nothing on other lookups. set, load and parse are O(1)
+ * amortised per key (hash index; no scan for duplicates); remove is O(number of keys).
+ * Lookups are cached (path -> which key matched), so repeated paths cost a hash probe; the cache
+ * is emptied on set/remove and never goes stale when the global default changes (it stores
+ * which key matched, not the policy).
  *
  * Text config (mxp_policy_map_format / mxp_policy_map_parse), one entry per line:
  *     # comment (a `#` outside quotes starts a comment, to the end of the line)
@@ -25,10 +48,10 @@
  * with `@` is a directive (only @default exists); format quotes keys that would otherwise be
  * misread. The policy is anything mxp_policy_parse accepts; format writes canonical policies.
  *
- * Thread-safety: get/match/count/entry/format/equal may run concurrently with each other on one
- * map (the lookup cache is guarded by a mutex inside the map). set/remove/apply/
- * set_cache_capacity need exclusive access: no other call on the same map at the same time.
- * Distinct maps are independent.
+ * Thread-safety: get/match/count/entry/default/format/equal/save may run concurrently with each
+ * other on one map (the lookup cache is guarded by a mutex inside the map). set/remove/apply/
+ * set_cache_capacity/free need exclusive access: no other call on the same map at the same time.
+ * Distinct maps are independent; new/parse/load create a map no other thread can see yet.
  */
 #ifndef MIXPREC_POLICY_MAP_H
 #define MIXPREC_POLICY_MAP_H
@@ -39,6 +62,19 @@
 extern "C" {
 #endif
 
+/** Longest key, in bytes (longer keys: MXP_EPARSE). */
+#define MXP_POLICY_MAP_KEY_MAX 1024
+/** Deepest nesting of parentheses in a key. */
+#define MXP_POLICY_MAP_DEPTH_MAX 32
+/** Most operators in a key: each '|', '*', '+', '?' and {m,n} interval counts one. */
+#define MXP_POLICY_MAP_OPS_MAX 256
+/** Largest bound in an interval {m,n} (POSIX's minimum RE_DUP_MAX). */
+#define MXP_POLICY_MAP_REPEAT_MAX 255
+/** Most NFA states a key may compile to (bounds the cost of matching it: see above). */
+#define MXP_POLICY_MAP_STATES_MAX 4096
+/** Largest config mxp_policy_map_load reads and mxp_policy_map_save writes, in bytes (256 MiB). */
+#define MXP_POLICY_MAP_FILE_MAX ((size_t)256 << 20)
+
 /** Opaque map from layer paths / path regexes to policies. */
 typedef struct mxp_policy_map mxp_policy_map;
 
@@ -47,24 +83,26 @@ typedef struct mxp_policy_map mxp_policy_map;
  * time" (mxp_default_policy()). Free it with mxp_policy_map_free.
  * Returns NULL when out of memory or when default_policy is not a valid policy (mxp_last_error
  * says which).
+ * Thread-safety: safe (the new map is the caller's; default_policy is only read).
  */
 MXP_API mxp_policy_map *mxp_policy_map_new(const mxp_policy *default_policy);
 
-/** Free the map and everything in it. NULL is accepted. */
+/** Free the map and everything in it (key pointers from match/entry become invalid). NULL is
+ *  accepted. Thread-safety: needs exclusive access to m (no other call on m running). */
 MXP_API void mxp_policy_map_free(mxp_policy_map *m);
 
 /**
- * Add key -> *p (both copied). The key is compiled now, once, as a POSIX extended regex
- * anchored at both ends ("^(key)$", REG_EXTENDED); it is also compared literally as an exact
- * path. Supported: POSIX EREs without the constructs POSIX leaves undefined or that blow up
- * glibc's matcher: back-references (\1..\9), a repetition directly after another ("a**",
- * "T+++", "a+{2}"), an unmatched ')', interval bounds above 255 or multiplying past 1000.
+ * Add key -> *p (both copied). The key is compared literally as an exact path and, when it has
+ * an ERE special character, compiled now, once, as a whole-path POSIX extended regex (dialect
+ * and limits above). O(1) amortised (plus the key's length).
  * @retval MXP_OK      added at the end of the insertion order
  * @retval MXP_EINVAL  NULL map, key or p; empty key; p not a valid policy
  * @retval MXP_EEXIST  the key is already in the map (the message quotes it); use
  *                     mxp_policy_map_remove first to replace it
- * @retval MXP_EPARSE  the key is not a valid ERE or is outside the subset above (the message
- *                     quotes the key and regcomp's explanation or the rule it breaks)
+ * @retval MXP_EPARSE  the key is not a valid ERE, is outside the dialect above, or exceeds a
+ *                     limit; the message quotes the key and names the problem and its byte
+ *                     offset ("trailing backslash at offset 1", "unbalanced parenthesis: '('
+ *                     at offset 0 is never closed") or the limit (MXP_POLICY_MAP_OPS_MAX ...)
  * @retval MXP_ENOMEM  allocation failed
  * On failure the map is unchanged. Thread-safety: needs exclusive access to m.
  */
@@ -76,7 +114,8 @@ MXP_API mxp_status mxp_policy_map_set(mxp_policy_map *m, const char *key, const 
  * @retval MXP_EINVAL      NULL map, path or out
  * @retval MXP_EAMBIGUOUS  no exact key, and more than one key matches the whole path; the
  *                         message quotes the path and every matching key in insertion order
- * @retval MXP_ENOMEM      a regex match ran out of memory
+ * @retval MXP_ENOMEM      out of memory for the matcher's scratch (keys over ~400 states)
+ * Cost: see above (a cache hit is a hash probe; a miss is linear in the path).
  * *out is untouched on failure. Thread-safety: safe concurrently with other readers of m.
  */
 MXP_API mxp_status mxp_policy_map_get(const mxp_policy_map *m, const char *path, mxp_policy *out);
@@ -86,12 +125,14 @@ MXP_API mxp_status mxp_policy_map_get(const mxp_policy_map *m, const char *path,
  * map's copy of the matching key, or to NULL when the default applied. The key pointer stays
  * valid until that entry is removed or the map is freed.
  * Errors as mxp_policy_map_get (then *out and *key are untouched).
+ * Thread-safety: safe concurrently with other readers of m.
  */
 MXP_API mxp_status mxp_policy_map_match(const mxp_policy_map *m, const char *path, mxp_policy *out,
                                         const char **key);
 
 /**
- * Remove the entry whose key is exactly `key` (the order of the others is kept).
+ * Remove the entry whose key is exactly `key` (the order of the others is kept). O(number of
+ * keys).
  * @retval MXP_OK        removed
  * @retval MXP_EINVAL    NULL map or key
  * @retval MXP_ENOTFOUND no such key (the message quotes it)
@@ -115,7 +156,7 @@ MXP_API mxp_status mxp_policy_map_entry(const mxp_policy_map *m, size_t i, const
 
 /**
  * The map's own default. Returns true and sets *out (if non-NULL) when the map was created with
- * a policy (or parsed from a config with an @default line); returns false and leaves *out alone
+ * a policy (or parsed from a config with a default directive line); returns false and leaves *out alone
  * when it follows the global default (or m is NULL). Thread-safety: safe with other readers.
  */
 MXP_API bool mxp_policy_map_default(const mxp_policy_map *m, mxp_policy *out);
@@ -137,9 +178,9 @@ MXP_API bool mxp_policy_map_equal(const mxp_policy_map *a, const mxp_policy_map 
 MXP_API mxp_status mxp_policy_map_set_cache_capacity(mxp_policy_map *m, size_t capacity);
 
 /**
- * Write the map as a text config (format above): the @default line when the map has its own
+ * Write the map as a text config (format above): the default directive line when the map has its own
  * default, then one `key = <canonical policy>` line per entry in insertion order, each ending in
- * '\n'. snprintf semantics: at most cap bytes including the NUL (buf may be NULL when cap is 0);
+ * a newline. snprintf semantics: at most cap bytes including the NUL (buf may be NULL when cap is 0);
  * *len (if non-NULL) receives the full length excluding the NUL, so *len >= cap means truncated.
  * mxp_policy_map_parse of the full text gives an equal map (same entries, same order).
  * @retval MXP_OK      written (possibly truncated, see above)
@@ -153,25 +194,39 @@ MXP_API mxp_status mxp_policy_map_format(const mxp_policy_map *m, char *buf, siz
  * @retval MXP_OK      *out is a new map (free with mxp_policy_map_free)
  * @retval MXP_EINVAL  NULL text or out
  * @retval MXP_EPARSE  a malformed line; the message starts with "line N: " and names the token:
- *                     no '=', empty key, bad quoting, unknown directive, repeated @default,
- *                     a policy mxp_policy_parse rejects (its message follows), invalid regex
+ *                     no '=', empty key, bad quoting, unknown directive, a repeated default directive,
+ *                     a policy mxp_policy_parse rejects (its message follows), a key
+ *                     mxp_policy_map_set refuses (its message follows)
  * @retval MXP_EEXIST  "line N: " a key given twice
  * @retval MXP_ENOMEM  allocation failed
+ * O(1) amortised per line (plus its length): a million-line config parses in seconds.
  * *out is untouched on failure. Thread-safety: safe (reads the backend for `half`).
  */
 MXP_API mxp_status mxp_policy_map_parse(const char *text, mxp_policy_map **out);
 
 /**
- * Read a text config from a file (mxp_policy_map_parse of its contents).
- * @retval MXP_EIO  the file cannot be opened or read (the message names it); other errors as
- *                  mxp_policy_map_parse
+ * Read a text config from a file (mxp_policy_map_parse of its contents). At most
+ * MXP_POLICY_MAP_FILE_MAX bytes are read: a regular file's size is checked before reading;
+ * FIFOs, pipes and character devices are read until end of file or the limit (opening a FIFO
+ * waits for a writer, as any reader of a FIFO does). The text must not contain a NUL byte.
+ * @retval MXP_OK      *out is a new map (free with mxp_policy_map_free)
+ * @retval MXP_EINVAL  NULL path or out
+ * @retval MXP_EIO     the file cannot be opened or read, or is a directory (the message names
+ *                     it and why)
+ * @retval MXP_EFORMAT more than MXP_POLICY_MAP_FILE_MAX bytes, or a NUL byte (/dev/zero): the
+ *                     message names the file and the limit or the offset
+ * Other errors as mxp_policy_map_parse. *out is untouched on failure.
+ * Thread-safety: safe (the new map is the caller's).
  */
 MXP_API mxp_status mxp_policy_map_load(const char *path, mxp_policy_map **out);
 
 /**
  * Write mxp_policy_map_format's text to a file (created or truncated).
  * @retval MXP_OK / MXP_EINVAL (NULL arguments) / MXP_ENOMEM / MXP_EIO (cannot write; the
- *         message names the file)
+ *         message names the file) / MXP_EFORMAT (the text would exceed MXP_POLICY_MAP_FILE_MAX,
+ *         which mxp_policy_map_load refuses; nothing is written)
+ * Thread-safety: safe concurrently with other readers of m (writing one file from two threads
+ * at once is the caller's race).
  */
 MXP_API mxp_status mxp_policy_map_save(const mxp_policy_map *m, const char *path);
 
@@ -209,13 +264,14 @@ typedef struct mxp_layer_select {
  * existing entry whose key equals the path is replaced in place (keeping its position); other
  * layers get new entries appended in layer order. Unselected layers are not touched (they keep
  * whatever the map says, e.g. the default). sel may be NULL (every layer).
- * Layer paths become keys, so they must also be valid EREs (ordinary paths such as
- * "dense_0" or "block/0/attention" are; a path with an unbalanced '(' or '[' is not).
+ * Layer paths become keys, so they must also be valid keys (ordinary paths such as
+ * "dense_0" or "block/0/attention" are; a path with an unbalanced '(' or '[', or longer than
+ * MXP_POLICY_MAP_KEY_MAX, is not). O(1) amortised per layer.
  * Everything is validated (and every new key compiled) before the map changes.
  * @retval MXP_OK      applied; *n_applied (if non-NULL) = number of selected layers
  * @retval MXP_EINVAL  NULL map or p, layers NULL with n > 0, a layer with NULL or empty path or
  *                     NULL op, an only/except list NULL entry, or p invalid
- * @retval MXP_EPARSE  a selected path is not a valid ERE (the message quotes it)
+ * @retval MXP_EPARSE  a selected path is not a valid key (the message quotes it)
  * @retval MXP_ENOMEM  allocation failed
  * On failure the map is unchanged. Thread-safety: needs exclusive access to m; pred is called
  * on the calling thread, in layer order, before the map changes, at most once per layer (not for
