@@ -561,6 +561,10 @@ static bool parse_int32(const char *p, size_t len, int32_t *out)
     return true;
 }
 
+/* The two helpers above, for the other save/restore functions (internal.h). */
+void mxp__format_hex_float(float f, char out[32]) { format_hex_float(f, out); }
+bool mxp__parse_float(const char *p, size_t len, float *out) { return parse_float(p, len, out); }
+
 enum { F_KIND, F_SCALE, F_COUNTER, F_PERIOD, F_FACTOR, F_MIN, F_MAX, F_COUNT };
 static const char *const field_names[F_COUNT] = {"kind",   "scale",     "counter",  "period",
                                                  "factor", "min_scale", "max_scale"};

@@ -17,7 +17,9 @@
  *
  * Conventions of every function here: sizes are element counts; a layout with rows * cols == 0
  * is a no-op that accepts NULL buffers; outputs (values and scales) are untouched on failure;
- * mxp_last_error() names the bad argument. The stateless functions are thread-safe and allocate
+ * mxp_last_error() names the bad argument. Results do not depend on the caller's floating-point
+ * environment (rounding direction, flush-to-zero / denormals-are-zero, unmasked exceptions):
+ * every call computes in the default one and gives the caller's back unchanged. The stateless functions are thread-safe and allocate
  * nothing unless stated; an mxp_fp8_scaler is one tensor's state and must not be used from two
  * threads at once without external locking.
  */
