@@ -935,7 +935,7 @@ static int plan_quantize(const mxst_file *f, scheme deflt, const mxp_policy_map 
             sc->src = t;
             sc->rows = rows;
             sc->cols = cols;
-            snprintf(sc->rule, sizeof sc->rule, "scales of %s", why);
+            snprintf(sc->rule, sizeof sc->rule, "scales of %.189s", why);
             if (sch == SCH_INT4) {
                 uint64_t nd = t->ndim;
                 sh = plan_add(p, hname, MXST_I64, 1, &nd);
@@ -1260,7 +1260,7 @@ static int run_quant(ctx *c, const item *it)
     uint64_t per = rows_per_piece(it->cols, mxp_dtype_size(xt));
     for (uint64_t r0 = 0; r0 < it->rows;) {
         uint64_t nr = it->rows - r0 < per ? it->rows - r0 : per;
-        size_t qb;
+        size_t qb = 0;
         int rc = quant_rows(c, it, r0, nr, &qb);
         if (rc) return rc;
         if (it->op == OP_QDATA) rc = put(c, it, c->b.out, qb);
