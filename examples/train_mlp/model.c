@@ -234,7 +234,10 @@ int model_init(model *m, const mxp_policy_map *map, size_t batch, uint64_t seed,
             l->bn_inv_std = zalloc(m, l->out * sizeof(float));
             l->bn_run_mean = zalloc(m, l->out * sizeof(float));
             l->bn_run_var = zalloc(m, l->out * sizeof(float));
-            ok = ok && l->bn_inv_std && l->bn_run_mean && l->bn_run_var;
+            l->bn_batch_mean = zalloc(m, l->out * sizeof(float));
+            l->bn_batch_var = zalloc(m, l->out * sizeof(float));
+            ok = ok && l->bn_inv_std && l->bn_run_mean && l->bn_run_var && l->bn_batch_mean &&
+                 l->bn_batch_var;
         }
         /* what the backward pass needs from this layer's forward pass, per batch of B rows */
         size_t cs = mxp_dtype_size(c);
@@ -348,11 +351,11 @@ static void batch_norm_forward(model *m, layer *l, const tbuf *in, size_t rows, 
             }
         for (size_t j = 0; j < C; j++) {
             var[j] /= (float)rows;
-            float unbiased = rows > 1 ? var[j] * (float)rows / (float)(rows - 1) : var[j];
-            l->bn_run_mean[j] += BN_MOMENTUM * (mean[j] - l->bn_run_mean[j]);
-            l->bn_run_var[j] += BN_MOMENTUM * (unbiased - l->bn_run_var[j]);
+            l->bn_batch_mean[j] = mean[j];
+            l->bn_batch_var[j] = rows > 1 ? var[j] * (float)rows / (float)(rows - 1) : var[j];
             l->bn_inv_std[j] = 1.0f / sqrtf(var[j] + BN_EPS);
         }
+        if (!m->bn_defer) model_bn_update_running(l, l->bn_batch_mean, l->bn_batch_var);
     } else {                                            /* running statistics */
         for (size_t j = 0; j < C; j++) {
             mean[j] = l->bn_run_mean[j];
@@ -372,8 +375,29 @@ static void batch_norm_forward(model *m, layer *l, const tbuf *in, size_t rows, 
     cast(&l->y, &l->out_c, n);
 }
 
+void model_bn_update_running(layer *l, const float *mean, const float *unbiased_var)
+{
+    for (size_t j = 0; j < l->out; j++) {
+        l->bn_run_mean[j] += BN_MOMENTUM * (mean[j] - l->bn_run_mean[j]);
+        l->bn_run_var[j] += BN_MOMENTUM * (unbiased_var[j] - l->bn_run_var[j]);
+    }
+}
+
+/* splitmix64 adds this to its state on every call: word w of a stream that starts at state s
+ * is rng_next() of s + w * GOLDEN, so any word can be drawn directly. */
+static const uint64_t GOLDEN = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rng_word(uint64_t s, uint64_t w)
+{
+    s += w * GOLDEN;
+    return rng_next(&s);
+}
+
+/* Training: element e = row * C + feature of the whole batch keeps its value when bit e % 64
+ * of word e / 64 of the stream *rng is set; rows [row0, row0 + rows) are computed here. The
+ * stream then moves past the words of all total_rows rows. */
 static void dropout_forward(model *m, layer *l, const tbuf *in, size_t rows, bool train,
-                            uint64_t *rng)
+                            uint64_t *rng, size_t row0, size_t total_rows)
 {
     const size_t n = rows * l->out;
     cast(&l->x_c, in, n);
@@ -381,12 +405,15 @@ static void dropout_forward(model *m, layer *l, const tbuf *in, size_t rows, boo
     float *y = m->ws_y;                                 /* [rows,C] */
     if (train) {                                        /* inverted dropout: keep * 1/(1-rate) */
         const float keep_scale = 1.0f / (1.0f - DROP_RATE);
+        const size_t e0 = row0 * l->out;
         uint64_t bits = 0;
         for (size_t i = 0; i < n; i++) {
-            if (i % 64 == 0) bits = rng_next(rng);
-            l->mask[i] = (uint8_t)((bits >> (i % 64)) & 1u); /* rate 0.5: one random bit each */
+            size_t e = e0 + i;
+            if (i == 0 || e % 64 == 0) bits = rng_word(*rng, e / 64);
+            l->mask[i] = (uint8_t)((bits >> (e % 64)) & 1u); /* rate 0.5: one random bit each */
             y[i] = l->mask[i] ? x[i] * keep_scale : 0.0f;
         }
+        *rng += (uint64_t)((total_rows * l->out + 63) / 64) * GOLDEN;
     } else {
         memcpy(y, x, n * sizeof *y);
     }
@@ -394,7 +421,8 @@ static void dropout_forward(model *m, layer *l, const tbuf *in, size_t rows, boo
     cast(&l->y, &l->out_c, n);
 }
 
-void model_forward(model *m, size_t rows, bool train, uint64_t *rng)
+uint64_t model_forward_part(model *m, size_t rows, bool train, uint64_t rng, size_t row0,
+                            size_t total_rows)
 {
     const tbuf *in = &m->input;
     for (int i = 0; i < NLAYERS; i++) {
@@ -403,10 +431,17 @@ void model_forward(model *m, size_t rows, bool train, uint64_t *rng)
         switch (l->op) {
         case OP_DENSE: dense_forward(m, l, in, rows); break;
         case OP_BATCH_NORM: batch_norm_forward(m, l, in, rows, train); break;
-        case OP_DROPOUT: dropout_forward(m, l, in, rows, train, rng); break;
+        case OP_DROPOUT: dropout_forward(m, l, in, rows, train, &rng, row0, total_rows); break;
         }
         in = &l->y;
     }
+    return rng;
+}
+
+void model_forward(model *m, size_t rows, bool train, uint64_t *rng)
+{
+    uint64_t next = model_forward_part(m, rows, train, rng ? *rng : 0, 0, rows);
+    if (rng) *rng = next;
 }
 
 /* ---- loss ------------------------------------------------------------------------------------ */
@@ -492,6 +527,16 @@ bool model_unscale_grads(model *m, float scale)
         }
     }
     return finite;
+}
+
+void model_scaled_grads(const model *m, float *out)
+{
+    for (int i = 0; i < NLAYERS; i++) {
+        const layer *l = &m->L[i];
+        for (int k = 0; k < l->nparams; k++)
+            convert(out + l->poff[k], MXP_FLOAT32, l->grad_p[k].data, l->grad_p[k].dtype,
+                    l->psize[k]);
+    }
 }
 
 /* The incoming gradient in the compute dtype: dy itself when it already has that dtype. */

@@ -77,6 +77,8 @@ typedef struct layer {
     float *bn_inv_std;  /* [out] batch_norm: 1/sqrt(var+eps) of the current batch (float32 stats) */
     float *bn_run_mean; /* [out] batch_norm running mean (state for inference, float32) */
     float *bn_run_var;  /* [out] batch_norm running variance */
+    float *bn_batch_mean; /* [out] batch_norm: mean of the last training batch (float32) */
+    float *bn_batch_var;  /* [out] batch_norm: its unbiased variance (what the running var tracks) */
 
     /* gradients, B rows */
     tbuf dz_c;    /* [B,out] gradient w.r.t. the layer's output/pre-activation, compute dtype */
@@ -98,6 +100,8 @@ typedef struct model {
     float *adam_m;   /* [nparams] Adam first moment */
     float *adam_v;   /* [nparams] Adam second moment */
     uint64_t adam_t; /* Adam step count */
+    bool bn_defer;   /* training forward passes leave the running statistics alone (the caller
+                        combines bn_batch_mean/var of several shards: dist.c) */
 
     /* float32 workspaces (transient, shared by all layers) */
     float *ws_x;     /* [B,784] a layer input widened to float32 */
@@ -139,6 +143,16 @@ uint64_t rng_next(uint64_t *state);
  * The output (probabilities, output dtype of dense_2) is m->L[NLAYERS-1].y. */
 void model_forward(model *m, size_t rows, bool train, uint64_t *rng);
 
+/* The same for rows [row0, row0 + rows) of a batch of total_rows rows (a shard, dist.c): the
+ * dropout masks are those model_forward(total_rows) would draw for those rows (each mask bit is
+ * a function of the stream state, the row and the feature), so they do not depend on how the
+ * batch is split. Returns the stream state after the whole batch (model_forward's *rng). */
+uint64_t model_forward_part(model *m, size_t rows, bool train, uint64_t rng, size_t row0,
+                            size_t total_rows);
+
+/* Batch norm running statistics: run += momentum * (stat - run), for mean and unbiased var. */
+void model_bn_update_running(layer *l, const float *mean, const float *unbiased_var);
+
 /* Loss on the last forward pass: returns the mean cross-entropy (float32, from the logits),
  * and when dlogits is non-NULL writes d(loss * scale)/d(logits) [rows,10] float32. */
 float model_loss(model *m, const uint8_t *labels, size_t rows, float scale, float *dlogits);
@@ -154,6 +168,10 @@ void model_backward(model *m, const float *dlogits, size_t rows, underflow_stats
 /* m->grad = the param-dtype gradients / scale, as float32 (mxp_unscale_check_into: one fused
  * pass, never unscaled in float16). Returns true when every gradient is finite. */
 bool model_unscale_grads(model *m, float scale);
+
+/* The scaled param-dtype gradients of the last backward pass, widened to float32 (exact from
+ * float16 / bfloat16) into out[nparams]: a shard's contribution in dist.c. */
+void model_scaled_grads(const model *m, float *out);
 
 /* Adam on the float32 masters with the float32 (unscaled) gradients, then round the masters
  * into every layer's param dtype. */

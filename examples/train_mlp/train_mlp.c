@@ -14,6 +14,10 @@
  * gradients divided by the scale and says whether they are all finite (model_unscale_grads),
  * the update is skipped when they are not, and mxp_loss_scale_adjust moves a dynamic scale.
  *
+ * Data-parallel (dist.c): with --shards S, or built as train_mlp_mpi and run under mpirun,
+ * every batch is cut into S shards whose gradients are added in a fixed order, so the result
+ * does not depend on the number of ranks; rank 0 prints and writes the files.
+ *
  * Run `train_mlp --help` for the options. Exit codes: 0 ok, 1 runtime failure (data, memory,
  * a --check assertion), 2 bad command line.
  */
@@ -24,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dist.h"
 #include "mixprec.h"
 #include "mnist.h"
 #include "model.h"
@@ -38,6 +43,7 @@ typedef struct options {
     float lr;
     uint64_t seed;
     double check; /* < 0: no --check */
+    dist_options *dist; /* --shards and the data-parallel test options (dist.c) */
 } options;
 
 static void usage(FILE *f)
@@ -66,8 +72,9 @@ static void usage(FILE *f)
         "                    (default " DEFAULT_DATA ")\n"
         "  --limit N         use only the first N training images\n"
         "  --check ACC       exit 1 unless the final test accuracy is >= ACC and, with a\n"
-        "                    dynamic loss scale, the scale changed at least once\n"
-        "  --help            this text\n");
+        "                    dynamic loss scale, the scale changed at least once\n");
+    dist_usage(f);
+    fprintf(f, "  --help            this text\n");
 }
 
 /* A bad command line: the message and one line pointing to --help (the full usage is long). */
@@ -105,11 +112,15 @@ static bool parse_float(const char *s, float *out)
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){"p=f32,c=f16,o=f32", "batch_norm", "dynamic", NULL, DEFAULT_DATA,
-                   3, 1, 128, 0, 1e-3f, 7, -1.0};
+                   3, 1, 128, 0, 1e-3f, 7, -1.0, o->dist};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return -1;
         if (strncmp(a, "--", 2) != 0) return bad_usage("unexpected argument '%s'", a);
+        if (strcmp(a, "--verify-ranks") == 0) { /* the one option without a value */
+            o->dist->verify = true;
+            continue;
+        }
         /* --name value or --name=value */
         char name[32];
         const char *val = strchr(a, '=');
@@ -123,14 +134,17 @@ static int parse_args(int argc, char **argv, options *o)
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             is_known = is_known || strcmp(name, known[k]) == 0;
-        if (!is_known) return bad_usage("unknown option '%s'", a);
+        if (!is_known && !dist_option_known(name)) return bad_usage("unknown option '%s'", a);
         if (val) val++;
         else if (i + 1 < argc) val = argv[++i];
         else return bad_usage("option '%s' needs a value", a);
 
         uint64_t u = 0;
         float f = 0;
-        if (strcmp(name, "--policy") == 0) o->policy = val;
+        const char *why = NULL;
+        if (dist_option_known(name)) {
+            if (!dist_parse_option(o->dist, name, val, &why)) return bad_usage("%s", why);
+        } else if (strcmp(name, "--policy") == 0) o->policy = val;
         else if (strcmp(name, "--except") == 0) o->except = val;
         else if (strcmp(name, "--loss-scale") == 0) o->loss_scale = val;
         else if (strcmp(name, "--csv") == 0) o->csv = val;
@@ -264,9 +278,11 @@ static int write_csv(const char *path, const csv_row *rows, int n)
 {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    dist_write_begin(); /* a SIGTERM from mpirun waits until the file is complete or gone */
     FILE *f = fopen(tmp, "w");
     if (!f) {
         fprintf(stderr, "train_mlp: cannot write %s: %s\n", tmp, strerror(errno));
+        dist_write_end();
         return -1;
     }
     fprintf(f, "epoch,train_loss,test_accuracy,loss_scale,skipped_steps,grad_underflow_fraction,"
@@ -278,26 +294,31 @@ static int write_csv(const char *path, const csv_row *rows, int n)
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         fprintf(stderr, "train_mlp: cannot write %s: %s\n", path, strerror(errno));
         remove(tmp);
+        dist_write_end();
         return -1;
     }
+    dist_write_end();
     return 0;
 }
 
-static double evaluate(model *m, const mnist_split *test)
+/* Each rank evaluates its part of the test set (predictions are per row, so the split does not
+ * change them); the counts are summed exactly. */
+static double evaluate(model *m, const mnist_split *test, dist *d)
 {
-    size_t correct = 0;
-    for (size_t i = 0; i < test->n; i += m->batch) {
-        size_t rows = test->n - i < m->batch ? test->n - i : m->batch;
+    size_t correct = 0, lo = test->n * (size_t)d->rank / (size_t)d->size,
+           hi = test->n * (size_t)(d->rank + 1) / (size_t)d->size;
+    for (size_t i = lo; i < hi; i += m->batch) {
+        size_t rows = hi - i < m->batch ? hi - i : m->batch;
         model_set_input(m, test->images + i * MNIST_PIXELS, NULL, rows);
         model_forward(m, rows, false, NULL);
         correct += model_correct(m, test->labels + i, rows);
     }
-    return (double)correct / (double)test->n;
+    return (double)dist_sum_u64(d, correct) / (double)test->n;
 }
 
-int main(int argc, char **argv)
+static int train(int argc, char **argv, dist *d)
 {
-    options o;
+    options o = {.dist = &d->opt};
     int rc = parse_args(argc, argv, &o);
     if (rc == -1) {
         usage(stdout);
@@ -338,9 +359,12 @@ int main(int argc, char **argv)
     /* ---- data ---- */
     char err[8192];
     mnist_split train = {0}, test = {0};
-    if (mnist_load(o.data, "train", o.limit, &train, err, sizeof err) != 0 ||
-        mnist_load(o.data, "t10k", 0, &test, err, sizeof err) != 0) {
+    bool loaded = mnist_load(o.data, "train", o.limit, &train, err, sizeof err) == 0 &&
+                  mnist_load(o.data, "t10k", 0, &test, err, sizeof err) == 0;
+    if (!dist_all(d, loaded)) { /* every rank stops when any rank could not read the data */
+        if (loaded) snprintf(err, sizeof err, "another rank could not read the data");
         fprintf(stderr, "train_mlp: %s\n", err);
+        mnist_free(&test);
         mnist_free(&train);
         mxp_policy_map_free(map);
         return 1;
@@ -348,8 +372,13 @@ int main(int argc, char **argv)
 
     /* ---- model ---- */
     model m;
-    if (model_init(&m, map, o.batch, o.seed, o.threads, err, sizeof err) != 0) {
+    size_t mbatch = dist_model_batch(&d->opt, d->size, o.batch); /* rows per shard */
+    bool built = model_init(&m, map, mbatch, o.seed, o.threads, err, sizeof err) == 0 &&
+                 dist_setup(d, &m, o.batch, err, sizeof err) == 0;
+    if (!dist_all(d, built)) {
+        if (built) snprintf(err, sizeof err, "another rank could not set up the model");
         fprintf(stderr, "train_mlp: %s\n", err);
+        model_free(&m);
         mnist_free(&train);
         mnist_free(&test);
         mxp_policy_map_free(map);
@@ -367,7 +396,10 @@ int main(int argc, char **argv)
         mxp_policy_format(&m.L[i].pol, ptext, sizeof ptext);
         printf("  %-13s %s\n", m.L[i].path, ptext);
     }
-    printf("  activations: %zu bytes per batch of %zu\n", m.activation_bytes, o.batch);
+    printf("  activations: %zu bytes per batch of %zu\n", m.activation_bytes, mbatch);
+    if (d->shards)
+        printf("  data-parallel: %zu shards of the batch over %d rank%s (batch norm per shard)\n",
+               d->shards, d->size, d->size == 1 ? "" : "s");
 
     /* ---- training ---- */
     float *dlogits = malloc(o.batch * MNIST_CLASSES * sizeof *dlogits);    /* [B,10] */
@@ -395,25 +427,43 @@ int main(int argc, char **argv)
         }
         for (size_t b = 0; b < train.n; b += o.batch) {
             size_t rows = train.n - b < o.batch ? train.n - b : o.batch;
-            if (rows < 2) break; /* batch norm needs two rows */
-            model_set_input(&m, train.images, order + b, rows);
-            for (size_t r = 0; r < rows; r++) batch_labels[r] = train.labels[order[b + r]];
-
-            model_forward(&m, rows, true, &dropout_rng);
-            loss_sum += (double)model_loss(&m, batch_labels, rows, ls.scale, dlogits);
+            if (rows < 2 || rows < 2 * d->shards) break; /* batch norm needs two rows (a shard) */
+            dist_maybe_die(d, step);
+            float before = ls.scale, loss;
+            bool finite;
             u.active = step % UNDERFLOW_SAMPLE_EVERY == 0;
-            model_backward(&m, dlogits, rows, &u);
+            if (d->shards) { /* data-parallel: dist.c; m.grad = the combined gradient */
+                dist_step_out so;
+                dist_step(d, &m, &train, order + b, rows, &dropout_rng, u.active, &ls, step, &so);
+                loss = so.loss;
+                u.lost += so.lost;
+                u.total += so.total;
+                finite = so.finite;
+            } else {
+                model_set_input(&m, train.images, order + b, rows);
+                for (size_t r = 0; r < rows; r++) batch_labels[r] = train.labels[order[b + r]];
 
-            bool finite = model_unscale_grads(&m, ls.scale); /* -> float32 masters / scale */
-            float before = ls.scale;
-            ls = mxp_loss_scale_adjust(ls, finite);
+                model_forward(&m, rows, true, &dropout_rng);
+                loss = model_loss(&m, batch_labels, rows, ls.scale, dlogits);
+                model_backward(&m, dlogits, rows, &u);
+                dist_inject(d, step, &m);
+
+                finite = model_unscale_grads(&m, ls.scale); /* -> float32 masters / scale */
+                ls = mxp_loss_scale_adjust(ls, finite);
+            }
+            loss_sum += (double)loss;
             scale_changes += ls.scale != before;
             if (finite) model_adam_step(&m, o.lr);
             else skipped++;
+            if (dist_after_step(d, &m, step, loss, before, &ls, finite, skipped) != 0) {
+                rc = 1;
+                break;
+            }
             nsteps++;
             step++;
         }
-        acc = evaluate(&m, &test);
+        if (rc) break;
+        acc = evaluate(&m, &test, d);
         double secs = now_seconds() - t0;
         csv_row *r = &rows_out[epoch - 1];
         *r = (csv_row){epoch, loss_sum / (double)nsteps, acc, (double)ls.scale,
@@ -422,8 +472,8 @@ int main(int argc, char **argv)
                "underflow %.4g  %.1fs\n",
                epoch, r->loss, acc, r->scale, (unsigned long long)skipped, r->underflow, secs);
         fflush(stdout);
-        if (o.csv && write_csv(o.csv, rows_out, epoch) != 0) {
-            rc = 1;
+        if (!dist_all(d, !o.csv || d->rank != 0 || write_csv(o.csv, rows_out, epoch) == 0)) {
+            rc = 1; /* every rank stops when rank 0 could not write */
             break;
         }
     }
@@ -444,6 +494,7 @@ int main(int argc, char **argv)
                    ls.kind == MXP_LOSS_SCALE_DYNAMIC ? ", dynamic loss scale changed" : "");
         }
     }
+    dist_trace_final(d, &m, acc, &ls, skipped);
     free(dlogits);
     free(order);
     free(batch_labels);
@@ -452,4 +503,12 @@ int main(int argc, char **argv)
     mnist_free(&train);
     mnist_free(&test);
     return rc;
+}
+
+int main(int argc, char **argv)
+{
+    dist d;
+    if (dist_init(&argc, &argv, &d) != 0) return 1;
+    int rc = train(argc, argv, &d);
+    return dist_finish(&d, rc);
 }
