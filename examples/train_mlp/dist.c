@@ -283,7 +283,7 @@ typedef struct aux_head { /* the start of each shard's record; bn statistics fol
     uint64_t lost, total; /* gradient underflow counts */
 } aux_head;
 
-int dist_setup(dist *d, const model *m, size_t batch, char *err, size_t cap)
+int dist_validate(const dist *d, size_t batch, char *err, size_t cap)
 {
     const dist_options *o = &d->opt;
     size_t S = chosen_shards(o, d->size);
@@ -307,6 +307,14 @@ int dist_setup(dist *d, const model *m, size_t batch, char *err, size_t cap)
                  d->size, S, d->size);
         return -1;
     }
+    return 0;
+}
+
+int dist_setup(dist *d, const model *m, size_t batch, char *err, size_t cap)
+{
+    const dist_options *o = &d->opt;
+    if (dist_validate(d, batch, err, cap) != 0) return -1;
+    size_t S = chosen_shards(o, d->size);
     if (o->trace) {
         char path[4096];
         snprintf(path, sizeof path, "%s.rank%d", o->trace, d->rank);

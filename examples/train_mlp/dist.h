@@ -86,6 +86,10 @@ bool dist_option_known(const char *name);
 bool dist_parse_option(dist_options *o, const char *name, const char *val, const char **why);
 void dist_usage(FILE *f);
 
+/* Check the options against the batch size and the number of ranks (the same answer on every
+ * rank): 0, or -1 with a message in err. */
+int dist_validate(const dist *d, size_t batch, char *err, size_t cap);
+
 /* After the model exists: check the options against the batch size and the number of ranks,
  * choose S, allocate. Returns 0, or -1 with a message in err (every rank gets the same). */
 int dist_setup(dist *d, const model *m, size_t batch, char *err, size_t cap);

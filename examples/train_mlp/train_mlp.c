@@ -77,9 +77,12 @@ static void usage(FILE *f)
     fprintf(f, "  --help            this text\n");
 }
 
+static bool quiet_usage; /* ranks other than 0 of an MPI job: rank 0 reports usage errors */
+
 /* A bad command line: the message and one line pointing to --help (the full usage is long). */
 static int bad_usage(const char *fmt, const char *arg)
 {
+    if (quiet_usage) return 2;
     fprintf(stderr, "train_mlp: ");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nTry 'train_mlp --help' for the options.\n");
@@ -319,6 +322,7 @@ static double evaluate(model *m, const mnist_split *test, dist *d)
 static int train(int argc, char **argv, dist *d)
 {
     options o = {.dist = &d->opt};
+    quiet_usage = d->rank != 0;
     int rc = parse_args(argc, argv, &o);
     if (rc == -1) {
         usage(stdout);
@@ -333,6 +337,8 @@ static int train(int argc, char **argv, dist *d)
     if (policy.quant != MXP_QUANT_NONE)
         return bad_usage("--policy '%s': quantized policies are not supported by this trainer",
                          o.policy);
+    char derr[256];
+    if (dist_validate(d, o.batch, derr, sizeof derr) != 0) return bad_usage("%s", derr);
     mxp_loss_scale ls;
     if (!parse_loss_scale(o.loss_scale, &ls))
         return bad_usage("bad --loss-scale '%s' (expected none, static:N with N > 0, or "
