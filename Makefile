@@ -1,5 +1,6 @@
 # Thin wrapper over CMake for the two README commands (and a few more).
-#   make test    configure, build and run every test through ctest (Release)
+#   make test    configure, build and run every test through ctest (Release; CTEST_ARGS adds
+#                ctest arguments, e.g. CTEST_ARGS="-L mpi")
 #   make demo    build and run the main job
 #   make bench   build and run the benchmarks (not part of `make test`)
 BUILD ?= build
@@ -21,13 +22,14 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 test-quick: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L quick
 
-demo: build
+demo:
 	@sh scripts/deps.sh demo
+	@$(MAKE) --no-print-directory build
 	@sh scripts/demo.sh $(BUILD)
 
 bench: build

@@ -3,6 +3,8 @@
 # Fashion-MNIST with four precision setups (same seed), then one comparison table and, when
 # gnuplot is installed, a PNG of the curves. Outputs go to BUILD_DIR/demo/.
 #   EPOCHS (default 3), SEED (default 7), THREADS (default: up to 2 cores) override the runs.
+# With Open MPI installed (train_mlp_mpi built), one more run: the f16_dynamic setup
+# data-parallel on 2 ranks (mpirun -np 2, one thread each, 2 shards of 64 rows per batch).
 set -e
 build=${1:-build}
 exe="$build/examples/train_mlp/train_mlp"
@@ -39,12 +41,35 @@ echo "$runs" | while IFS='|' read -r name policy scale; do
   tail -n 1 "$out/$name.csv" | awk -F, '{printf "test accuracy %.4f (%.1fs)\n", $3, $7}'
 done
 
+# Data-parallel: the f16_dynamic run on 2 MPI ranks. --shards 2: each rank computes one half
+# of every batch of 128 (its own batch norm statistics, as DDP without SyncBatchNorm); the two
+# gradients are added in a fixed order, so the result is the same for any number of ranks.
+mpi_exe="$build/examples/train_mlp/train_mlp_mpi"
+mpi_row=""
+if [ -x "$mpi_exe" ] && command -v mpirun >/dev/null 2>&1; then
+  root=""
+  [ "$(id -u)" = 0 ] && root=--allow-run-as-root
+  printf '  %-12s mpirun -np 2 --policy %-18s --loss-scale %-7s --shards 2 ... ' mpi2_f16_dyn p=f32,c=f16,o=f32 dynamic
+  # A waiting rank yields its core instead of spinning: on a shared 2-core machine the
+  # spinning rank would steal time from the one it waits for.
+  if ! mpirun $root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np 2 "$mpi_exe" --policy p=f32,c=f16,o=f32 --loss-scale dynamic \
+       --shards 2 --threads 1 --epochs "$epochs" --seed "$seed" --csv "$out/mpi2_f16_dyn.csv" \
+       >"$out/mpi2_f16_dyn.log" 2>&1; then
+    echo "FAILED"; cat "$out/mpi2_f16_dyn.log" >&2; exit 1
+  fi
+  tail -n 1 "$out/mpi2_f16_dyn.csv" | awk -F, '{printf "test accuracy %.4f (%.1fs)\n", $3, $7}'
+  mpi_row="mpi2_f16_dyn|p=f32,c=f16,o=f32|dynamic"
+else
+  echo "  mpi2_f16_dyn skipped: Open MPI not installed (apt-get install openmpi-bin libopenmpi-dev, then make demo)"
+fi
+
 # One table: the last CSV row of each run, the activation bytes from its log.
 echo
 ref=$(tail -n 1 "$out/float32.csv" | cut -d, -f3)
 printf '%-12s %-32s %-17s %8s %8s %11s %7s %10s %7s %11s\n' run policy scaling test_acc \
   "vs_f32" "final_scale" skipped underflow "time_s" "act_bytes"
-echo "$runs" | while IFS='|' read -r name policy scale; do
+printf '%s\n%s\n' "$runs" "$mpi_row" | while IFS='|' read -r name policy scale; do
+  [ -n "$name" ] || continue
   canon=$(sed -n 's/^train_mlp: policy \([^ ]*\),.*/\1/p' "$out/$name.log")
   bytes=$(sed -n 's/.*activation_bytes=\([0-9]*\).*/\1/p' "$out/$name.log")
   total=$(awk -F, 'NR > 1 { s += $7 } END { printf "%.1f", s }' "$out/$name.csv")
@@ -54,7 +79,7 @@ echo "$runs" | while IFS='|' read -r name policy scale; do
 done
 echo "(test_acc after the last epoch; underflow = share of gradient values non-zero in float32"
 echo " but zero in the compute dtype, last epoch, sampled; act_bytes = activations kept for the"
-echo " backward pass per batch of 128)"
+echo " backward pass per batch of 128; mpi2_f16_dyn: 2 ranks x 1 thread, per 64-row shard)"
 
 # Curves: test accuracy and training loss per epoch.
 if command -v gnuplot >/dev/null 2>&1; then

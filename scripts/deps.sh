@@ -13,8 +13,10 @@ need libjansson-dev
 # SIMDe: portable AVX-512 intrinsics for the emulated-AVX-512 tests (headers only, tests only)
 [ "$(uname -m)" = x86_64 ] && need libsimde-dev
 case "$what" in
-  demo) need dataset-fashion-mnist ;;
+  # Open MPI: train_mlp_mpi (data-parallel train_mlp, the demo's mpirun row, ctest -L mpi)
+  demo) need dataset-fashion-mnist; need openmpi-bin; need libopenmpi-dev ;;
   ci) need dataset-fashion-mnist; need clang; need gcc-aarch64-linux-gnu; need libc6-dev-arm64-cross
+      need openmpi-bin; need libopenmpi-dev
       need qemu-user
       # scripts/bochs_avx512.sh: the AVX-512 machine code in an emulator (x86-64 only)
       if [ "$(uname -m)" = x86_64 ]; then
