@@ -151,6 +151,11 @@ static mxp_status fail_nonfinite(const char *fn, const void *x, mxp_dtype xt, si
                      fn, i, cols ? i / cols : 0, cols ? i % cols : 0, nonfinite_name(x, xt, i));
 }
 
+/* Whether a call over n elements of elem_bytes each (plus one output byte each) streams its
+ * output: the same threshold as the conversions (kernels.h), above which source and
+ * destination no longer fit in the last-level cache. */
+static bool stream(size_t n, size_t elem_bytes) { return n * (elem_bytes + 1) >= mxp__nt_threshold; }
+
 /* ---- the static quantizers' engine ------------------------------------------------------- */
 
 typedef enum { Q_INT8, Q_INT4, Q_FP8 } qkind;
@@ -165,6 +170,7 @@ typedef struct qjob {
     size_t rows, cols, pb;  /* pb: int4 bytes per row */
     const mxp__qkernels *qk;
     const mxp__kernels *ck;
+    bool nt;                /* large call: outputs through blocks and streaming stores */
 } qjob;
 
 static const mxp__cvt_args SAT = {true, 0, 0};
@@ -222,9 +228,11 @@ static void emit(const qjob *j, size_t r, size_t c0, const float *xf, size_t len
     const size_t off = r * j->cols + c0;
     switch (j->kind) {
     case Q_INT8: {
-        int8_t *q = (int8_t *)(void *)(j->out + off);
+        int8_t t[BLK];
+        int8_t *q = j->nt ? t : (int8_t *)(void *)(j->out + off);
         if (sv) j->qk->cast_int_v(q, xf, sv, len, -127, 127);
         else j->qk->cast_int(q, xf, len, s, -127, 127);
+        if (j->nt) j->qk->store_nt(j->out + off, t, len);
         break;
     }
     case Q_INT4: {
@@ -242,9 +250,11 @@ static void emit(const qjob *j, size_t r, size_t c0, const float *xf, size_t len
     }
     default: {
         float y[BLK];
+        unsigned char t[BLK];
         if (sv) j->qk->mul_v(y, xf, sv, len);
         else (void)j->qk->mul_amax(y, xf, len, s);
-        j->ck->cvt[j->fmt][MXP_FLOAT32][MXP__RNE](j->out + off, y, len, &SAT);
+        j->ck->cvt[j->fmt][MXP_FLOAT32][MXP__RNE](j->nt ? t : j->out + off, y, len, &SAT);
+        if (j->nt) j->qk->store_nt(j->out + off, t, len);
         break;
     }
     }
@@ -329,7 +339,7 @@ static mxp_status quantize_static(const char *fn, qkind kind, mxp_dtype fmt, voi
                          !out ? (kind == Q_INT4 ? "packed" : "q") : !scales ? "scales" : "x",
                          l->rows, l->cols);
     qjob j = {kind, fmt, (unsigned char *)out, scales, (const unsigned char *)x, xt, l->rows, l->cols,
-              (l->cols + 1) / 2, mxp__qkernels_active(), conv_table()};
+              (l->cols + 1) / 2, mxp__qkernels_active(), conv_table(), stream(n, mxp_dtype_size(xt))};
     const mxp__qfenv env = mxp__qfenv_enter();
     st = run_static(fn, &j, l);
     mxp__qfenv_leave(env);
@@ -534,13 +544,16 @@ mxp_status mxp_quantize_mx(void *q, mxp_dtype fmt, uint8_t *scales, const void *
     const size_t nb = ceil_div(cols, MXP__MX_BLOCK);
     const int e5m2 = fmt == MXP_FLOAT8_E5M2, fl = r == MXP_MX_FLOOR;
     float buf[BLK], y[BLK];
+    unsigned char t[BLK];
+    const bool nt = stream(n, mxp_dtype_size(xt));
     const mxp__qfenv env = mxp__qfenv_enter();
     for (size_t row = 0; row < rows; row++)
         for (size_t c = 0; c < cols; c += BLK) { /* BLK is a multiple of the block size */
             const size_t m = cols - c < BLK ? cols - c : BLK, off = row * cols + c;
             qk->mx_scale(y, scales + row * nb + c / MXP__MX_BLOCK,
                          view((const unsigned char *)x, xt, off, m, buf, ck), m, e5m2, fl);
-            ck->cvt[fmt][MXP_FLOAT32][MXP__RNE]((unsigned char *)q + off, y, m, &SAT);
+            ck->cvt[fmt][MXP_FLOAT32][MXP__RNE](nt ? t : (unsigned char *)q + off, y, m, &SAT);
+            if (nt) qk->store_nt((unsigned char *)q + off, t, m);
         }
     mxp__qfenv_leave(env);
     return MXP_OK;
@@ -698,13 +711,16 @@ mxp_status mxp_fp8_quantize_delayed(void *q, const void *x, mxp_dtype xt, size_t
     const unsigned char *xb = (const unsigned char *)x;
     const float scale = s->scale;
     float buf[BLK], y[BLK];
+    unsigned char t[BLK];
     uint32_t amax = 0;
+    const bool nt = stream(n, mxp_dtype_size(xt));
     const mxp__qfenv env = mxp__qfenv_enter();
     for (size_t b = 0; b < n; b += BLK) {
         const size_t m = n - b < BLK ? n - b : BLK;
         const uint32_t a = qk->mul_amax(y, view(xb, xt, b, m, buf, ck), m, scale);
         amax = a > amax ? a : amax;
-        cvt((unsigned char *)q + b, y, m, &SAT);
+        cvt(nt ? t : (unsigned char *)q + b, y, m, &SAT);
+        if (nt) qk->store_nt((unsigned char *)q + b, t, m);
     }
     mxp__qfenv_leave(env);
     merge_amax(s, amax);

@@ -301,6 +301,7 @@ static void test_random_layouts(void **state)
     for (int ii = 0; ii < ni; ii++) {
         mxp__quant_isa_override = isas[ii];
         for (int t = 0; t < 400; t++) {
+            mxp__nt_threshold = t % 2 ? 64 : MXP__NT_THRESHOLD_DEFAULT; /* the streaming path too */
             const mxp_qlayout l = rand_layout(1000);
             const mxp_dtype xt = xts[rnd() % 3];
             const size_t n = l.rows * l.cols;
@@ -311,6 +312,7 @@ static void test_random_layouts(void **state)
             check_one(k, rnd() % 2 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2, x, xt, &l, "random");
             free(x);
         }
+        mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
         /* long rows and columns (several blocks of the implementation), an unaligned float32
          * input */
         const mxp_qlayout big[] = {{3, 5000, MXP_QAXIS_ROW, 0}, {2, 4099, MXP_QAXIS_TENSOR, 0},
@@ -324,11 +326,13 @@ static void test_random_layouts(void **state)
                     assert_non_null(raw);
                     void *x = xts[xi] == MXP_FLOAT32 && b == 1 ? raw + 1 : raw;
                     fill(x, xts[xi], n, k == 1);
+                    mxp__nt_threshold = xi == 1 ? 64 : MXP__NT_THRESHOLD_DEFAULT;
                     check_one((kind)k, b % 2 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN, x, xts[xi], &big[b], "big");
                     free(raw);
                 }
     }
     mxp__quant_isa_override = -1;
+    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
 }
 
 /*
@@ -590,11 +594,13 @@ static void test_mx_boundaries(void **state)
         mxp__quant_isa_override = isas[ii];
         for (int f = 0; f < 2; f++)
             for (int rr = 0; rr < 2; rr++) {
+                mxp__nt_threshold = rr ? 64 : MXP__NT_THRESHOLD_DEFAULT;
                 const mxp_dtype fmt = f ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
                 check_mx(x, rows, cols, fmt, (mxp_mx_rounding)rr, "mx binades");
                 check_mx(x, 1, 1, fmt, (mxp_mx_rounding)rr, "mx one");
                 check_mx(x, 3, 33, fmt, (mxp_mx_rounding)rr, "mx 33");
             }
+        mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
         /* random shapes, and float16 / bfloat16 inputs (exact widening, then the float32 path) */
         for (int t = 0; t < 60; t++) {
             const size_t rw = 1 + rnd() % 5, cl = 1 + rnd() % 300;
@@ -766,7 +772,9 @@ static void test_delayed_trajectory(void **state)
             r.history_len = lens[rnd() % 5];
             r.algo = (mxp_amax_algo)(rnd() % 2);
             r.margin = t % 6 == 5 ? MXP_FP8_MARGIN_MAX : (int)(rnd() % 4);
+            mxp__nt_threshold = t % 2 ? 64 : MXP__NT_THRESHOLD_DEFAULT;
             run_trajectory(&r, 300, NULL);
+            mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
         }
     }
     mxp__quant_isa_override = -1;

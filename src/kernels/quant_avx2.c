@@ -17,6 +17,7 @@
  * Tails (fewer than a full step) go to the scalar reference.
  */
 #include <immintrin.h>
+#include <string.h>
 
 #include "quant_kernels.h"
 
@@ -136,8 +137,23 @@ static void mx_scale_avx2(float *y, uint8_t *e, const float *x, size_t n, int e5
     ref.mx_scale(y + b, e + b / 32, x + b, n - b, e5m2, floor_rule);
 }
 
+static void store_nt_avx2(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    size_t head = (32 - ((uintptr_t)d & 31)) & 31;
+    if (head > n) head = n;
+    memcpy(d, s, head);
+    size_t i = head;
+    for (; i + 32 <= n; i += 32)
+        _mm256_stream_si256((__m256i *)(void *)(d + i), _mm256_loadu_si256((const __m256i *)(const void *)(s + i)));
+    memcpy(d + i, s + i, n - i);
+    _mm_sfence();
+}
+
 void mxp__quant_register_avx2(mxp__qkernels *k)
 {
+    k->store_nt = store_nt_avx2;
     ref = *k; /* still the scalar entries (quant_scalar.c registers them first) */
     k->amax_bits = amax_bits_avx2;
     k->amax_cols = amax_cols_avx2;

@@ -48,6 +48,10 @@ typedef struct mxp__qkernels {
      * e[b] = mxp__mx_e8m0(amax_bits of the block, e5m2, floor), then y[i] = x[i] * 2^(127 - e[b])
      * (mxp__mx_inv). x finite. */
     void (*mx_scale)(float *y, uint8_t *e, const float *x, size_t n, int e5m2, int floor);
+    /* memcpy(dst, src, n) with streaming (non-temporal) stores where the ISA has them, for
+     * outputs larger than the cache (no read-for-ownership of the destination); ends with a
+     * store fence. dst any alignment. */
+    void (*store_nt)(void *dst, const void *src, size_t n);
 } mxp__qkernels;
 
 enum { MXP__MX_BLOCK = 32 };
