@@ -275,7 +275,7 @@ static const char *HELP_INSPECT =
 static const char *HELP_VALIDATE =
     "usage: mixprec validate IN [--strict]\n"
     "\n"
-    "Check every rule of the safetensors format (docs/safetensors.md): the header length, the\n"
+    "Check every rule of the safetensors format (docs/cli.md): the header length, the\n"
     "JSON header (one object, no repeated keys, entries of exactly dtype / shape / data_offsets,\n"
     "string metadata), the 22 dtypes, sizes (numel x dtype size, overflow-checked), and that the\n"
     "tensors tile the data buffer exactly. For a sharded checkpoint, every shard and the\n"
@@ -552,7 +552,7 @@ typedef struct item {
     const mxst_tensor *src;
     const mxst_tensor *scale; /* OP_DEQUANT: the X_scale tensor */
     uint64_t rows, cols;      /* quantization geometry (cols = elements per row) */
-    char rule[200];
+    char rule[256];
     size_t shard; /* output shard */
 } item;
 

@@ -1,7 +1,7 @@
 /*
  * tools/safetensors.c - the safetensors reader (validating, pread-based) and the atomic
  * streaming writer declared in safetensors.h. The rules are listed there and in
- * docs/safetensors.md; every check names the rule it enforces in its message ("rule: gap").
+ * docs/cli.md; every check names the rule it enforces in its message ("rule: gap").
  *
  * jansson parses the JSON header. Its allocations go through a counting allocator so that a
  * hostile header cannot make the reader allocate more than max(file size, 1 MiB) for the parsed

@@ -6,7 +6,7 @@
  * and by the examples. It is not part of libmixprec: it needs jansson (Debian libjansson-dev)
  * for the JSON header, which the library itself must not depend on.
  *
- * The format (docs/DESIGN.md section 9, docs/safetensors.md): an 8-byte little-endian header
+ * The format (docs/DESIGN.md section 9, docs/cli.md): an 8-byte little-endian header
  * length N (N <= 100 000 000 and N <= file size - 8), N bytes of UTF-8 JSON (one object;
  * blanks before and after it are allowed, nothing else), then the data buffer.
  * Every key of the object except "__metadata__" is a tensor name whose value is an object with
