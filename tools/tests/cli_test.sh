@@ -6,6 +6,8 @@
 # The files come from mkst (tools/tests/mkst.c), which writes them through the library's
 # float64 conversion and reads them back with its own bit decoding.
 set -u
+# Under AddressSanitizer a report must not pass for an expected exit 1 (a bad input file).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86"
 M=$1
 K=$2
 # A tmpfs keeps the many fsyncs of the atomic writer cheap; any directory works.

@@ -92,11 +92,16 @@ static int write_cmd(int argc, char **argv)
         }
         free(buf);
     }
+    int rc = 0;
     if (mxst_writer_commit(w)) {
         fprintf(stderr, "%s\n", mxst_last_error());
-        return 1;
+        rc = 1;
     }
-    return 0;
+    for (int i = 0; i < n; i++) free((char *)specs[i].name); /* the strdup'd spec */
+    free(specs);
+    free(shapes);
+    free(gens);
+    return rc;
 }
 
 /* Exact widening by bit manipulation (not through the library under test). */
