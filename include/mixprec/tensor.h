@@ -75,11 +75,12 @@ typedef struct mxp_tree mxp_tree;
 /**
  * A new, empty tree. Free it with mxp_tree_free.
  * Returns NULL when out of memory (mxp_last_error says so).
+ * Thread-safety: safe (the new tree is the caller's).
  */
 MXP_API mxp_tree *mxp_tree_new(void);
 
 /** Free the tree, its names and every buffer it owns (borrowed buffers are left alone).
- *  NULL is accepted. */
+ *  NULL is accepted. Thread-safety: needs exclusive access to t (no other call on t running). */
 MXP_API void mxp_tree_free(mxp_tree *t);
 
 /**
