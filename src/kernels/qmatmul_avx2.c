@@ -120,32 +120,54 @@ PRIM void store_tile(int32_t *c, size_t ldc, __m256i acc[MR][2], size_t mr, size
         for (size_t j = 0; j < nr; j++) c[r * ldc + j] = (first ? 0 : c[r * ldc + j]) + t[r][j];
 }
 
-/* 6 x 16 tile over P pairs: a rows at ap + r * astride bytes, b panel at bp (aligned). */
+/* 6 x 16 tile over P pairs: a rows at ap + r * astride bytes, b panel at bp (aligned). The
+ * 12 accumulators are named variables (an array passed on made gcc keep them in memory); two
+ * pairs per iteration, their two products summed before the accumulator (measured on Zen 3:
+ * 55-63 multiply-adds per ns in L1, against 44 for one pair per iteration). */
 static void ukernel(int32_t *c, size_t ldc, const unsigned char *ap, size_t astride,
                     const unsigned char *bp, size_t P, size_t mr, size_t nr, bool first)
 {
-    __m256i acc[MR][2];
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-    const unsigned char *a0 = ap, *a1 = ap + astride, *a2 = ap + 2 * astride,
-                        *a3 = ap + 3 * astride, *a4 = ap + 4 * astride, *a5 = ap + 5 * astride;
-    for (size_t p = 0; p < P; p++) {
+    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const unsigned char *a0 = ap, *a3 = ap + 3 * astride;
+    const size_t s1 = astride, s2 = 2 * astride;
+    size_t p = 0;
+    for (; p + 2 <= P; p += 2, a0 += 8, a3 += 8, bp += 128) {
         const __m256i b0 = _mm256_load_si256((const __m256i *)(const void *)bp);
         const __m256i b1 = _mm256_load_si256((const __m256i *)(const void *)(bp + 32));
-        bp += 64;
+        const __m256i b2 = _mm256_load_si256((const __m256i *)(const void *)(bp + 64));
+        const __m256i b3 = _mm256_load_si256((const __m256i *)(const void *)(bp + 96));
+        __m256i x, y;
+#define QMM_ROW2(ca, cb, ar)                                                                   \
+        x = _mm256_set1_epi32(ld32(ar));                                                       \
+        y = _mm256_set1_epi32(ld32(ar + 4));                                                   \
+        ca = _mm256_add_epi32(ca, _mm256_add_epi32(_mm256_madd_epi16(x, b0), _mm256_madd_epi16(y, b2))); \
+        cb = _mm256_add_epi32(cb, _mm256_add_epi32(_mm256_madd_epi16(x, b1), _mm256_madd_epi16(y, b3)))
+        QMM_ROW2(c00, c01, a0);
+        QMM_ROW2(c10, c11, a0 + s1);
+        QMM_ROW2(c20, c21, a0 + s2);
+        QMM_ROW2(c30, c31, a3);
+        QMM_ROW2(c40, c41, a3 + s1);
+        QMM_ROW2(c50, c51, a3 + s2);
+#undef QMM_ROW2
+    }
+    if (p < P) { /* odd number of pairs: the last one */
+        const __m256i b0 = _mm256_load_si256((const __m256i *)(const void *)bp);
+        const __m256i b1 = _mm256_load_si256((const __m256i *)(const void *)(bp + 32));
         __m256i x;
-#define QMM_ROW(r, ar)                                                          \
-        x = _mm256_set1_epi32(ld32(ar + 4 * p));                                \
-        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x, b0));      \
-        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x, b1))
-        QMM_ROW(0, a0);
-        QMM_ROW(1, a1);
-        QMM_ROW(2, a2);
-        QMM_ROW(3, a3);
-        QMM_ROW(4, a4);
-        QMM_ROW(5, a5);
+#define QMM_ROW(ca, cb, ar)                                                     \
+        x = _mm256_set1_epi32(ld32(ar));                                        \
+        ca = _mm256_add_epi32(ca, _mm256_madd_epi16(x, b0));                    \
+        cb = _mm256_add_epi32(cb, _mm256_madd_epi16(x, b1))
+        QMM_ROW(c00, c01, a0);
+        QMM_ROW(c10, c11, a0 + s1);
+        QMM_ROW(c20, c21, a0 + s2);
+        QMM_ROW(c30, c31, a3);
+        QMM_ROW(c40, c41, a3 + s1);
+        QMM_ROW(c50, c51, a3 + s2);
 #undef QMM_ROW
     }
+    __m256i acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     store_tile(c, ldc, acc, mr, nr, first);
 }
 
@@ -168,44 +190,76 @@ static void block(int32_t *c, size_t ldc, const void *ap, const void *bp, size_t
 
 #define RK 512 /* k values per pass of rows_group (its stack buffer of a pairs) */
 #define RR 4   /* rows per group */
+#ifndef RP
+#define RP 8   /* pairs of b rows per pass over the columns */
+#endif
 
-/* R rows (R <= RR) of c, columns [0, nc), k < kc <= RK; pairs of a in ap[r][p]. */
-PRIM void rows_group(int32_t *c, size_t ldc, int32_t (*ap)[RK / 2], const int8_t *b,
-                     size_t ldb, int R, size_t kc, size_t nc, bool first)
+/* c[r][0..16) (+)= sum over pairs [p, p + np) for rows r < R; b at column 0 of the tile. */
+PRIM void rows_tile(int32_t *c, size_t ldc, int32_t (*ap)[RK / 2], const int8_t *b, size_t ldb,
+                    int R, size_t p, size_t np, size_t kc, bool zero)
 {
-    const size_t P = pairs(kc), Pfull = kc / 2;
-    size_t j0 = 0;
-    for (; j0 + 16 <= nc; j0 += 16) {
-        __m256i acc[RR][2];
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-        const int8_t *bj = b + j0;
-        for (size_t p = 0; p < P; p++) {
-            const __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)(bj + 2 * p * ldb));
-            const __m128i x1 = p < Pfull
-                ? _mm_loadu_si128((const __m128i *)(const void *)(bj + (2 * p + 1) * ldb))
-                : _mm_setzero_si128();
-            const __m256i lo = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x0, x1));
-            const __m256i hi = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(x0, x1));
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++) {
-                const __m256i x = _mm256_set1_epi32(ap[r][p]);
-                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x, lo));
-                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x, hi));
-            }
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            __m256i *p0 = (__m256i *)(void *)(c + r * ldc + j0), *p1 = (__m256i *)(void *)(c + r * ldc + j0 + 8);
-            if (!first) {
-                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_loadu_si256(p0));
-                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_loadu_si256(p1));
-            }
-            _mm256_storeu_si256(p0, acc[r][0]);
-            _mm256_storeu_si256(p1, acc[r][1]);
-        }
+    __m256i c0a, c0b, c1a = _mm256_setzero_si256(), c1b = c1a, c2a = c1a, c2b = c1a, c3a = c1a,
+                      c3b = c1a;
+#define QMM_LD(r, ca, cb)                                                                   \
+    if (R > r) {                                                                            \
+        ca = zero ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(const void *)(c + r * ldc)); \
+        cb = zero ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(const void *)(c + r * ldc + 8)); \
     }
-    for (; j0 < nc; j0++) /* last columns: exact int32 sums, pair by pair */
+    c0a = c0b = _mm256_setzero_si256();
+    QMM_LD(0, c0a, c0b)
+    QMM_LD(1, c1a, c1b)
+    QMM_LD(2, c2a, c2b)
+    QMM_LD(3, c3a, c3b)
+#undef QMM_LD
+    for (size_t q = p; q < p + np; q++) {
+        const int8_t *r0 = b + 2 * q * ldb;
+        const __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)r0);
+        const __m128i x1 = 2 * q + 1 < kc ? _mm_loadu_si128((const __m128i *)(const void *)(r0 + ldb))
+                                          : _mm_setzero_si128();
+        const __m256i lo = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x0, x1));
+        const __m256i hi = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(x0, x1));
+        __m256i x;
+#define QMM_ROW(r, ca, cb)                                              \
+        if (R > r) {                                                    \
+            x = _mm256_set1_epi32(ap[r][q]);                            \
+            ca = _mm256_add_epi32(ca, _mm256_madd_epi16(x, lo));        \
+            cb = _mm256_add_epi32(cb, _mm256_madd_epi16(x, hi));        \
+        }
+        QMM_ROW(0, c0a, c0b)
+        QMM_ROW(1, c1a, c1b)
+        QMM_ROW(2, c2a, c2b)
+        QMM_ROW(3, c3a, c3b)
+#undef QMM_ROW
+    }
+#define QMM_ST(r, ca, cb)                                                       \
+    if (R > r) {                                                                \
+        _mm256_storeu_si256((__m256i *)(void *)(c + r * ldc), ca);              \
+        _mm256_storeu_si256((__m256i *)(void *)(c + r * ldc + 8), cb);          \
+    }
+    QMM_ST(0, c0a, c0b)
+    QMM_ST(1, c1a, c1b)
+    QMM_ST(2, c2a, c2b)
+    QMM_ST(3, c3a, c3b)
+#undef QMM_ST
+}
+
+/*
+ * R rows (R <= RR) of c, columns [0, nc), k < kc <= RK; pairs of a in ap[r][p]. b is walked in
+ * strips of 64 columns (one cache line of each row) and, within a strip, 4 pairs (8 rows) at a
+ * time for each of its 16-column tiles: each line of b is loaded once and used up while in L1
+ * (walking a 16-column tile down all kc rows would revisit every line four times, and rows
+ * 4 KiB apart share an L1 set, so the lines would be gone).
+ */
+PRIM void rows_group(int32_t *c, size_t ldc, int32_t (*ap)[RK / 2], const int8_t *b, size_t ldb,
+                     int R, size_t kc, size_t nc, bool first)
+{
+    const size_t P = pairs(kc), Pfull = kc / 2, n16 = nc / 16 * 16;
+    for (size_t p = 0; p < P; p += RP) {
+        const size_t np = P - p < RP ? P - p : RP;
+        for (size_t j = 0; j < n16; j += 16)
+            rows_tile(c + j, ldc, ap, b + j, ldb, R, p, np, kc, first && p == 0);
+    }
+    for (size_t j0 = n16; j0 < nc; j0++) /* last columns: exact int32 sums, pair by pair */
         for (int r = 0; r < R; r++) {
             int32_t s = first ? 0 : c[r * ldc + j0];
             for (size_t p = 0; p < P; p++) {
