@@ -1,5 +1,5 @@
 #!/bin/sh
-# deps.sh build|demo|ci - make sure the Debian packages a target needs are installed.
+# deps.sh build|demo|bench|ci - make sure the Debian packages a target needs are installed.
 # Installs them with apt-get when running as root (or with password-less sudo); otherwise
 # prints the exact command to run and fails.
 set -e
@@ -15,6 +15,8 @@ need libjansson-dev
 case "$what" in
   # Open MPI: train_mlp_mpi (data-parallel train_mlp, the demo's mpirun row, ctest -L mpi)
   demo) need dataset-fashion-mnist; need openmpi-bin; need libopenmpi-dev ;;
+  # optional: bench_qmatmul's OpenBLAS cblas_sgemm baseline (the benchmarks build without it)
+  bench) need libopenblas-dev ;;
   ci) need dataset-fashion-mnist; need clang; need gcc-aarch64-linux-gnu; need libc6-dev-arm64-cross
       need openmpi-bin; need libopenmpi-dev
       need qemu-user

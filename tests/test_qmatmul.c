@@ -163,6 +163,8 @@ static void build_tables(void)
     if (ntabs) return;
 #ifndef MXP_EMU512
     add_variants(mxp__scalar_kernels());
+#else
+    add_tab(mxp__scalar_kernels(), "as registered", 0); /* first: the bits the others must match */
 #endif
     for (int isa = 1; isa < MXP__ISA_COUNT; isa++) {
         const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);

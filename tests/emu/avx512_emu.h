@@ -206,6 +206,22 @@ EMU_FN simde__m256i emu_mm512_cvtneps2bf16(simde__m512 a)
     return v;
 }
 
+/* AVX512_VNNI VPDPBUSD: lane i = src[i] + sum_{t<4} a.byte[4i+t] (unsigned) * b.byte[4i+t]
+ * (signed), added modulo 2^32 (no saturation; that is VPDPBUSDS). SIMDe's portable version adds
+ * signed int32, which is undefined behaviour on wrap-around. (qmatmul_avx512.c) */
+EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, simde__m512i b)
+{
+    emu_u32x16 r = emu_lanes32(src);
+    uint8_t ua[64];
+    int8_t sb[64];
+    memcpy(ua, &a, sizeof ua);
+    memcpy(sb, &b, sizeof sb);
+    for (int i = 0; i < 16; i++)
+        for (int t = 0; t < 4; t++)
+            r.v[i] += (uint32_t)((int32_t)ua[4 * i + t] * (int32_t)sb[4 * i + t]);
+    return emu_vec32(r);
+}
+
 #undef _mm512_cmpgt_epu32_mask
 #undef _mm512_mullo_epi32
 #undef _mm512_cmpeq_epi16_mask
@@ -218,6 +234,12 @@ EMU_FN simde__m256i emu_mm512_cvtneps2bf16(simde__m512 a)
 #undef _mm512_stream_si512
 #undef _mm512_cvtps_ph
 #undef _mm512_cvtph_ps
+#undef _mm512_dpbusd_epi32
+#define _mm512_dpbusd_epi32 emu_mm512_dpbusd_epi32
+/* SIMDe 0.7.4 aliases _mm512_madd_epi16 with the four arguments of the masked form; its
+ * function (VPMADDWD: int16 pairs multiplied and added into int32 lanes) is right */
+#undef _mm512_madd_epi16
+#define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
 #define _mm512_cmpgt_epu32_mask emu_mm512_cmpgt_epu32_mask
 #define _mm512_mullo_epi32 emu_mm512_mullo_epi32
 #define _mm512_cmpeq_epi16_mask emu_mm512_cmpeq_epi16_mask
