@@ -117,6 +117,43 @@ void dist_amax_max(dist *d, float *amax, size_t n)
     free(all);
 }
 
+void dist_fp8_sync(dist *d, mxp_fp8_scaler *const *s, size_t n)
+{
+    if (n == 0) return;
+    float *amax = malloc(n * sizeof *amax);
+    if (!amax) {
+        fprintf(stderr, "train_mlp: out of memory in dist_fp8_sync\n");
+        dist_abort(d, 1);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) amax[i] = mxp_fp8_scaler_amax(s[i]);
+    dist_amax_max(d, amax, n);
+    for (size_t i = 0; i < n; i++)
+        if (mxp_fp8_scaler_set_amax(s[i], amax[i]) != MXP_OK) { /* amax >= 0 or NaN: cannot fail */
+            fprintf(stderr, "train_mlp: mxp_fp8_scaler_set_amax: %s\n", mxp_last_error());
+            dist_abort(d, 1);
+        }
+    free(amax);
+}
+
+int dist_fp8_check(dist *d, mxp_fp8_scaler *const *s, size_t n, uint64_t step)
+{
+    if (!d->opt.verify || n == 0) return 0;
+    float *v = malloc(2 * n * sizeof *v); /* scale, scale_inv of every scaler */
+    if (!v) {
+        fprintf(stderr, "train_mlp: out of memory in dist_fp8_check\n");
+        dist_abort(d, 1);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        v[2 * i] = mxp_fp8_scaler_scale(s[i]);
+        v[2 * i + 1] = mxp_fp8_scaler_scale_inv(s[i]);
+    }
+    int rc = dist_check_same(d, v, 2 * n * sizeof *v, "the float8 scales", step);
+    free(v);
+    return rc;
+}
+
 /* ---- life cycle ---------------------------------------------------------------------------- */
 
 int dist_init(int *argc, char ***argv, dist *d)

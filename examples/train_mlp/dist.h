@@ -128,6 +128,17 @@ bool dist_all(dist *d, bool ok);
  * largest): the float8 delayed-scaling reduction, before mxp_fp8_scaler_set_amax / update. */
 void dist_amax_max(dist *d, float *amax, size_t n);
 
+/* Float8 delayed scaling across ranks: every scaler's amax of this step (mxp_fp8_scaler_amax,
+ * the max over this rank's shards) becomes the MAX over all ranks (dist_amax_max, then
+ * mxp_fp8_scaler_set_amax). Call it on every rank, same scalers in the same order, after the
+ * step's backward pass and before mxp_fp8_scaler_update, so every rank derives the same scale. */
+void dist_fp8_sync(dist *d, mxp_fp8_scaler *const *s, size_t n);
+
+/* --verify-ranks: all-gather every scaler's scale and scale_inv (after the update) and compare;
+ * -1 on every rank when any rank differs (rank 0 says which), 0 otherwise or without
+ * --verify-ranks. */
+int dist_fp8_check(dist *d, mxp_fp8_scaler *const *s, size_t n, uint64_t step);
+
 /* Rank 0 writing a file: SIGTERM / SIGINT (what mpirun sends when another rank dies) wait
  * until the write + rename is over, so no partial file is left. */
 void dist_write_begin(void);

@@ -15,6 +15,9 @@
 #   killed   rank 1 kills itself (SIGKILL) at step 20 of 3 epochs: mpirun must fail (not hang:
 #            60 s timeout) naming the signal; the CSV written by rank 0 is complete, no
 #            temporary file is left.
+#   fp8      dist_fp8_test (passed as TRAIN_MLP_MPI) on 3 ranks: dist_amax_max against a
+#            reference, and 24 steps of float8 delayed scaling whose scales must agree on every
+#            rank and equal a scaler that saw every rank's data.
 #   cli      bad options (--shards 0, fewer shards than ranks) exit 2 on every rank with one
 #            message; missing data exits 1.
 # Every run: --limit 2000 images, --verify-ranks (every rank compares its loss scale, skipped
@@ -27,7 +30,7 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-if [ "$check" != cli ]; then
+if [ "$check" != cli ] && [ "$check" != fp8 ]; then
   for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz \
            t10k-labels-idx1-ubyte.gz; do
     if [ ! -r "$data/$f" ]; then
@@ -134,6 +137,10 @@ cli)
   [ "$rc" = 2 ] || fail "-np 2 --shards 1: exit $rc (want 2)"
   [ "$(grep -c '2 ranks but 1 shards' "$tmp/err")" = 1 ] || { fail "-np 2 --shards 1: want one message"; cat "$tmp/err"; }
   [ "$fails" = 0 ] && echo "ok:   bad options and missing data stop every rank"
+  ;;
+fp8)
+  # TRAIN_MLP_MPI is dist_fp8_test here: the float8 reductions on 3 ranks (see its header)
+  run_mpi 3 || fail "dist_fp8_test on 3 ranks"
   ;;
 *) echo "mpi_test: unknown check '$check'"; exit 2 ;;
 esac
