@@ -391,8 +391,8 @@ int dist_setup(dist *d, const model *m, size_t batch, char *err, size_t cap)
     d->displs = malloc(N * sizeof(int));
     d->rcounts = malloc(N * sizeof(int));
     d->rdispls = malloc(N * sizeof(int));
-    if (!d->local_grads || !d->send || !d->recv || !d->aux || !d->dlogits || !d->labels || !d->bn_sum ||
-        !d->counts || !d->displs || !d->rcounts || !d->rdispls) {
+    if (!d->local_grads || !d->send || !d->recv || !d->aux || !d->dlogits || !d->labels ||
+        !d->bn_sum || !d->counts || !d->displs || !d->rcounts || !d->rdispls) {
         snprintf(err, cap, "out of memory for %zu shards", S);
         return -1;
     }
@@ -510,7 +510,8 @@ void dist_step(dist *d, model *m, const mnist_split *train, const size_t *idx, s
     float *bn = d->bn_sum; /* [bn_floats], the layout of a record's statistics */
     for (size_t s = 0; s < S; s++) {
         const float *x = aux_bn(d, s);
-        for (size_t j = 0; j < d->bn_floats; j++) bn[j] = s == 0 ? w[s] * x[j] : bn[j] + w[s] * x[j];
+        for (size_t j = 0; j < d->bn_floats; j++)
+            bn[j] = s == 0 ? w[s] * x[j] : bn[j] + w[s] * x[j];
     }
     for (int i = 0; i < NLAYERS; i++) {
         layer *l = &m->L[i];

@@ -78,7 +78,7 @@ typedef struct layer {
     float *bn_run_mean; /* [out] batch_norm running mean (state for inference, float32) */
     float *bn_run_var;  /* [out] batch_norm running variance */
     float *bn_batch_mean; /* [out] batch_norm: mean of the last training batch (float32) */
-    float *bn_batch_var;  /* [out] batch_norm: its unbiased variance (what the running var tracks) */
+    float *bn_batch_var;  /* [out] batch_norm: its unbiased variance (the running var tracks it) */
 
     /* gradients, B rows */
     tbuf dz_c;    /* [B,out] gradient w.r.t. the layer's output/pre-activation, compute dtype */
