@@ -6,8 +6,10 @@
  * token: matrix-vector, bound by reading b), plus a few more when --all is given.
  * GOP/s counts 2 * m * k * n operations; times are medians (bench_util.h). The sgemm column is
  * present when the program was built with OpenBLAS (bench/CMakeLists.txt: MXP_HAVE_OPENBLAS,
- * Debian libopenblas-dev). "memcpy" is the ratio to a memcpy of the same bytes (read a, b,
- * scales; write y), which bounds the m = 1 shape.
+ * Debian libopenblas-dev). mxp_matmul_int8 and sgemm run alternately, so both see the same
+ * machine load; "ratio" is sgemm's median time over ours, "min-rt" the same for the fastest
+ * runs (on a shared, loaded machine the minima are the steadier numbers). "memcpy" is the ratio
+ * to a memcpy of the same bytes (read a, b, scales; write y), which bounds the m = 1 shape.
  * Usage: bench_qmatmul [--all] [--cpu]   (--cpu: medians of thread CPU time, not wall-clock)
  */
 #include <stdint.h>
@@ -64,22 +66,44 @@ static double thread_ns(void)
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
-static double time_median(void (*fn)(void *), void *ctx)
+/* fn_a and fn_b timed alternately (a, b, a, b, ...) so that both see the same machine load:
+ * medians and minima of each (ns). fn_b may be NULL. */
+typedef struct timing { double med_a, med_b, min_a, min_b; } timing;
+static double clock_ns(void) { return use_cpu_time ? thread_ns() : bu_now_ns(); }
+static double min_of(const double *v, int n)
 {
-    if (!use_cpu_time) return bu_time_median(fn, ctx);
-    double t0 = thread_ns();
-    fn(ctx);
-    const int reps = bu_reps_for(thread_ns() - t0, 3e8);
-    double *v = malloc((size_t)reps * sizeof *v);
-    if (!v) abort();
+    double m = v[0];
+    for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+    return m;
+}
+static timing paired(void (*fn_a)(void *), void *ca, void (*fn_b)(void *), void *cb)
+{
+    timing t = {0, 0, 0, 0};
+    double t0 = clock_ns();
+    fn_a(ca);
+    if (fn_b) fn_b(cb);
+    const int reps = bu_reps_for(clock_ns() - t0, 6e8);
+    double *va = malloc((size_t)reps * sizeof *va), *vb = malloc((size_t)reps * sizeof *vb);
+    if (!va || !vb) abort();
     for (int i = 0; i < reps; i++) {
-        t0 = thread_ns();
-        fn(ctx);
-        v[i] = thread_ns() - t0;
+        t0 = clock_ns();
+        fn_a(ca);
+        va[i] = clock_ns() - t0;
+        if (fn_b) {
+            t0 = clock_ns();
+            fn_b(cb);
+            vb[i] = clock_ns() - t0;
+        }
     }
-    const double med = bu_median(v, reps);
-    free(v);
-    return med;
+    t.min_a = min_of(va, reps);
+    t.med_a = bu_median(va, reps);
+    if (fn_b) {
+        t.min_b = min_of(vb, reps);
+        t.med_b = bu_median(vb, reps);
+    }
+    free(va);
+    free(vb);
+    return t;
 }
 
 static void cpu_name(char *buf, size_t cap)
@@ -120,7 +144,7 @@ static void shape(size_t m, size_t k, size_t n)
     for (size_t i = 0; i < m; i++) j.sa[i] = 127.0f / (1.0f + (float)(i % 7));
     for (size_t i = 0; i < n; i++) j.sb[i] = 127.0f / (0.5f + (float)(i % 5));
     const double ops = 2.0 * (double)m * (double)k * (double)n;
-    double sgemm_ns = 0;
+    void (*base)(void *) = NULL;
 #ifdef MXP_HAVE_OPENBLAS
     j.fa = malloc(m * k * sizeof(float));
     j.fb = malloc(k * n * sizeof(float));
@@ -128,7 +152,7 @@ static void shape(size_t m, size_t k, size_t n)
     if (!j.fa || !j.fb || !j.fc) abort();
     for (size_t i = 0; i < m * k; i++) j.fa[i] = j.a[i];
     for (size_t i = 0; i < k * n; i++) j.fb[i] = j.b[i];
-    sgemm_ns = time_median(run_sgemm, &j);
+    base = run_sgemm;
 #endif
     const size_t bytes_in = m * k + k * n + (m + n) * sizeof(float);
     for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
@@ -138,13 +162,16 @@ static void shape(size_t m, size_t k, size_t n)
         j.kt = kt;
         for (int t = 0; t < 2; t++) {
             j.yt = t ? MXP_BFLOAT16 : MXP_FLOAT32;
-            const double ns = time_median(run_q, &j);
+            const timing tm = paired(run_q, &j, base, &j);
+            const double ns = tm.med_a;
             const size_t bytes_out = m * n * mxp_dtype_size(j.yt);
             const double mc = bu_memcpy_equiv_ns(bytes_in, bytes_out);
-            printf("%5zu %5zu %5zu  %-8s %-11s %-8s %10.3f %9.1f %6.2fx", m, k, n, kt->name, kt->qmm.name,
-                   mxp_dtype_name(j.yt), ns * 1e-6, ops / ns, ns > 0 ? mc / ns : 0);
-            if (sgemm_ns > 0)
-                printf(" %9.3f %8.1f %7.2fx", sgemm_ns * 1e-6, ops / sgemm_ns, sgemm_ns / ns);
+            printf("%5zu %5zu %5zu  %-8s %-11s %-8s %8.3f %8.3f %7.1f %6.2fx", m, k, n, kt->name,
+                   kt->qmm.name, mxp_dtype_name(j.yt), ns * 1e-6, tm.min_a * 1e-6, ops / ns,
+                   ns > 0 ? mc / ns : 0);
+            if (base)
+                printf(" %8.3f %8.3f %7.1f %6.2fx %6.2fx", tm.med_b * 1e-6, tm.min_b * 1e-6,
+                       ops / tm.med_b, tm.med_b / ns, tm.min_b / tm.min_a);
             printf("\n");
             fflush(stdout);
         }
@@ -178,9 +205,9 @@ int main(int argc, char **argv)
            mxp_isa());
 #endif
     printf("timing: median %s\n", use_cpu_time ? "thread CPU time (--cpu)" : "wall-clock");
-    printf("%5s %5s %5s  %-8s %-11s %-8s %10s %9s %7s", "m", "k", "n", "table", "kernels", "y",
-           "ms", "GOP/s", "memcpy");
-    printf(" %9s %8s %8s\n", "sgemm ms", "GFLOP/s", "ratio");
+    printf("%5s %5s %5s  %-8s %-11s %-8s %8s %8s %7s %7s", "m", "k", "n", "table", "kernels", "y",
+           "med ms", "min ms", "GOP/s", "memcpy");
+    printf(" %8s %8s %7s %7s %7s\n", "sgemm md", "sgemm mn", "GFLOP/s", "ratio", "min-rt");
     shape(128, 1024, 1024);
     shape(1, 4096, 4096);
     if (all) {

@@ -11,7 +11,8 @@
  * The avx512 table needs nothing beyond F/BW/VL/DQ, so Skylake-X, Zen 4 and Sapphire Rapids all
  * take it; on a CPU that also has AVX512_BF16 (Zen 4, Cooper Lake, Sapphire Rapids) its float32
  * -> bfloat16 nearest-even entry is the VCVTNEPS2BF16 kernel (mxp__cvt_register_avx512_bf16).
- * No kernel uses AVX512_FP16. A BF16/FP16 kernel is registered only when x86_detect says the
+ * The int8 matmul's avx512 kernels use VPDPBUSD where cpuid reports AVX512_VNNI (x86_detect),
+ * AVX-512BW VPMADDWD otherwise (qmatmul_avx512.c). No kernel uses AVX512_FP16. A BF16/FP16 kernel is registered only when x86_detect says the
  * CPU has the extension, never required for the path.
  * AArch64: Advanced SIMD is baseline, so neon is always available there.
  *
