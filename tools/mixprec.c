@@ -262,15 +262,17 @@ static const char *HELP_INSPECT =
     "\n"
     "example:\n"
     "  $ mixprec inspect model.safetensors\n"
-    "  model.safetensors: 3 tensors, 1 file, 8.03 KiB\n"
+    "  model.safetensors: 3 tensors, 1 file, 8.51 KiB\n"
     "  metadata:\n"
+    "    source = mkst\n"
     "    format = pt\n"
-    "  tensor          dtype  shape        bytes\n"
-    "  fc.weight       F32    [32, 64]     8192\n"
-    "  fc.bias         F32    [32]         128\n"
-    "  norm.scale      F32    [32]         128\n"
+    "  tensor      dtype        shape                 bytes\n"
+    "  fc.bias     F32          [32]                  128\n"
+    "  fc.weight   F32          [32, 64]              8192\n"
+    "  norm.scale  F32          [32]                  128\n"
     "  totals:\n"
-    "    F32     3 tensors       2112 elements       8448 bytes\n";
+    "    F32                3 tensors           2112 elements             8448 bytes\n"
+    "    all                3 tensors           2112 elements             8448 bytes\n";
 
 static const char *HELP_VALIDATE =
     "usage: mixprec validate IN [--strict]\n"
@@ -286,10 +288,10 @@ static const char *HELP_VALIDATE =
     "\n"
     "example:\n"
     "  $ mixprec validate model.safetensors\n"
-    "  model.safetensors: valid (3 tensors, 8.03 KiB)\n"
+    "  model.safetensors: valid (3 tensors, 1 file, 8.51 KiB)\n"
     "  $ mixprec validate broken.safetensors; echo $?\n"
-    "  mixprec validate: broken.safetensors: tensor 'fc.bias': data_offsets begin at 8196,\n"
-    "  leaving a gap of 4 bytes after tensor 'fc.weight' (rule: gap)\n"
+    "  mixprec validate: broken.safetensors: tensor 'fc.bias': data_offsets begin at 20, leaving a\n"
+    "  gap of 4 bytes after tensor 'fc.weight' (rule: gap)\n"
     "  1\n";
 
 static const char *HELP_CAST =
@@ -314,9 +316,10 @@ static const char *HELP_CAST =
     "  @default = bf16\n"
     "  .*norm.* = float32\n"
     "  $ mixprec cast model.safetensors model-bf16.safetensors --map policy.map --dry-run\n"
-    "  fc.weight   F32 [32, 64] -> BF16   8192 -> 4096 bytes   (@default: p=bfloat16,...)\n"
-    "  norm.scale  F32 [32]     -> F32     128 ->  128 bytes   (.*norm.*: p=float32,...)\n"
-    "  ...\n"
+    "  fc.bias     F32     [32]           -> BF16    [32]                    128 ->           64 bytes  (@default: p=bfloat16,c=bfloat16,o=bfloat16)\n"
+    "  fc.weight   F32     [32, 64]       -> BF16    [32, 64]               8192 ->         4096 bytes  (@default: p=bfloat16,c=bfloat16,o=bfloat16)\n"
+    "  norm.scale  F32     [32]           -> F32     [32]                    128 ->          128 bytes  (.*norm.*: p=float32,c=float32,o=float32)\n"
+    "  total: 3 tensors, 8.25 KiB -> 4.19 KiB of tensor data (0.508x), 1 output file: model-bf16.safetensors\n"
     "  $ mixprec cast model.safetensors model-bf16.safetensors --map policy.map\n";
 
 static const char *HELP_QUANTIZE =
@@ -339,10 +342,14 @@ static const char *HELP_QUANTIZE =
     "Options --dry-run --force --threads --quiet --max-shard-size as for cast.\n"
     "\n"
     "example:\n"
-    "  $ mixprec quantize model.safetensors model-int8.safetensors --scheme int8 --keep 'lm_head.*'\n"
+    "  $ mixprec quantize model.safetensors model-int8.safetensors --scheme int8 --quiet\n"
     "  $ mixprec inspect model-int8.safetensors\n"
-    "  fc.weight        I8     [32, 64]   2048\n"
-    "  fc.weight_scale  F32    [32, 1]    128\n"
+    "  ...\n"
+    "  tensor           dtype        shape                 bytes\n"
+    "  fc.bias          F32          [32]                  128\n"
+    "  fc.weight_scale  F32          [32, 1]               128\n"
+    "  norm.scale       F32          [32]                  128\n"
+    "  fc.weight        I8           [32, 64]              2048\n"
     "  ...\n"
     "  $ mixprec cast model-int8.safetensors back.safetensors --policy f32   # dequantize\n";
 
@@ -359,10 +366,10 @@ static const char *HELP_REPORT =
     "  --json       a JSON array (inf / nan as strings)\n"
     "\n"
     "example:\n"
-    "  $ mixprec report model.safetensors --dtype float16\n"
-    "  tensor       dtype  target    max_abs_err  rel_l2      sqnr_db  overflow  flushed\n"
-    "  big.weight   F32    F16       inf          inf         -inf     3         0\n"
-    "  tiny.weight  F32    F16       5.96e-08     0.0402      27.9     0         12\n";
+    "  $ mixprec report big.safetensors --dtype float16\n"
+    "  tensor       dtype  target    max_abs_err       rel_l2   sqnr_db  overflow   flushed\n"
+    "  big.weight   F32    F16               inf          inf      -inf        27         0\n"
+    "  tiny.weight  F32    F16             3e-09            1      0.00         0        32\n";
 
 /* ---- opening ---------------------------------------------------------------------------------- */
 
