@@ -17,7 +17,7 @@ base=${TMPDIR:-/tmp}
 T=$(mktemp -d "$base/mixprec_interop.XXXXXX")
 trap 'rm -rf "$T"' EXIT INT TERM
 cd "$T" || exit 1
-exec "$PYB" - "$M" <<'PY'
+"$PYB" - "$M" <<'PY'
 import json, subprocess, sys
 import numpy as np
 from safetensors.numpy import save_file, load_file
@@ -146,3 +146,4 @@ else:
 print(f"{fails} failure(s)")
 sys.exit(1 if fails else 0)
 PY
+exit $?
