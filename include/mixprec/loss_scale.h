@@ -29,7 +29,9 @@
  * is wrong (NULL buffer, bad dtype, an n past any buffer, a scale that is not finite and > 0);
  * a wrong call also sets mxp_last_error(). The _s variants (mxp_all_finite_s, ...) return an
  * mxp_status for the call and the finiteness through a bool pointer, so a training loop with a
- * bug stops instead of skipping every step as if the gradients overflowed.
+ * bug stops instead of skipping every step as if the gradients overflowed. (An n that is
+ * possible but larger than your buffer cannot be detected: only spans past PTRDIFF_MAX or past
+ * the end of the address space are.)
  *
  * The state is a plain value (docs/DESIGN.md section 7): copy it, compare it, store it. Every
  * function here is pure or acts only on the buffers / trees you pass; none allocates, and all
@@ -251,8 +253,8 @@ MXP_API mxp_status mxp_unscale_check_s(void *x, mxp_dtype dtype, size_t n, float
  * payload (quieted; e4m3fn's NaN has no payload), an infinity stays infinite, and a finite
  * value whose product overflows becomes +-inf. Same bits on every ISA path, whatever FTZ/DAZ or
  * the rounding direction; vectorised for float16, bfloat16 and float32 sources (float8 sources
- * take the scalar path). Reads n * size(st) and writes n * 4 bytes: at memory speed, about a
- * memcpy of the same bytes.
+ * take the scalar path). Reads n * size(st) and writes n * 4 bytes, memory-bound for large n
+ * (bench/RESULTS_loss_scale.md compares it with a memcpy of the same bytes).
  * dst and src must not overlap, except dst == src with st = MXP_FLOAT32 (in place, the same
  * as mxp_unscale_check). Any alignment.
  * The scale must be finite and > 0, as for mxp_unscale_check.
