@@ -184,6 +184,8 @@ static void op_status_dtype(worker *w)
     (void)mxp_version();
     (void)mxp_version_number();
     (void)mxp_isa();
+    (void)mxp_isa_requested();
+    (void)mxp_isa_fallback();
     mxp_dtype d = any_dtype(w);
     const char *name = mxp_dtype_name(d);
     if (!name) failf(w, "mxp_dtype_name(%d) returned NULL", (int)d);
@@ -632,7 +634,9 @@ static void op_finite(worker *w)
     }
     default: { /* the bool forms: a bad call must leave a message */
         bool bad_args = (n > 0 && (!x || n > BUF)) || (unsigned)d >= MXP_DTYPE_COUNT;
-        bool r = coin(w) ? mxp_all_finite(x, d, n) : mxp_unscale_check(x, d, n, s);
+        bool r = pick(w, 3) == 0 ? mxp_all_finite(x, d, n)
+                 : coin(w)      ? mxp_unscale_check(x, d, n, s)
+                                : mxp_unscale_check_into(x, MXP_FLOAT32, y, d, n, s);
         if (!r && bad_args && !*mxp_last_error()) failf(w, "bool pass refused a bad call without a message");
         break;
     }
