@@ -50,7 +50,8 @@ static bool g_quiet;
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static int err(int code, const char *fmt, ...)
+static int
+err(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -64,11 +65,15 @@ static int err(int code, const char *fmt, ...)
 static int code_of(mxp_status s)
 {
     switch (s) {
-    case MXP_OK: return 0;
-    case MXP_EFORMAT: return EXIT_BADFILE;
+    case MXP_OK:
+        return 0;
+    case MXP_EFORMAT:
+        return EXIT_BADFILE;
     case MXP_EIO:
-    case MXP_ENOMEM: return EXIT_IO;
-    default: return EXIT_USAGE;
+    case MXP_ENOMEM:
+        return EXIT_IO;
+    default:
+        return EXIT_USAGE;
     }
 }
 
@@ -99,8 +104,10 @@ static const char *human(char *buf, size_t cap, double b)
         b /= 1024;
         i++;
     }
-    if (i == 0) snprintf(buf, cap, "%.0f B", b);
-    else snprintf(buf, cap, "%.2f %s", b, u[i]);
+    if (i == 0)
+        snprintf(buf, cap, "%.0f B", b);
+    else
+        snprintf(buf, cap, "%.2f %s", b, u[i]);
     return buf;
 }
 #define HUMAN(b) human((char[32]){0}, 32, (double)(b))
@@ -110,20 +117,28 @@ static void json_str(FILE *o, const char *s)
     fputc('"', o);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(o, "\\%c", c);
-        else if (c == '\n') fputs("\\n", o);
-        else if (c == '\t') fputs("\\t", o);
-        else if (c < 0x20 || c == 0x7f) fprintf(o, "\\u%04x", c);
-        else fputc(c, o);
+        if (c == '"' || c == '\\')
+            fprintf(o, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", o);
+        else if (c == '\t')
+            fputs("\\t", o);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(o, "\\u%04x", c);
+        else
+            fputc(c, o);
     }
     fputc('"', o);
 }
 
 static void json_num(FILE *o, double v)
 {
-    if (isnan(v)) fputs("\"nan\"", o);
-    else if (isinf(v)) fputs(v > 0 ? "\"inf\"" : "\"-inf\"", o);
-    else fprintf(o, "%.9g", v);
+    if (isnan(v))
+        fputs("\"nan\"", o);
+    else if (isinf(v))
+        fputs(v > 0 ? "\"inf\"" : "\"-inf\"", o);
+    else
+        fprintf(o, "%.9g", v);
 }
 
 static double now_s(void)
@@ -155,7 +170,8 @@ static int parse_opts(int argc, char **argv, const char *allowed, int maxpos, op
     for (int i = 2; i < argc; i++) {
         char *a = argv[i];
         if (only_pos || a[0] != '-' || a[1] == '\0') {
-            if (o->npos >= maxpos) return err(EXIT_USAGE, "unexpected argument '%s' (see --help)", a);
+            if (o->npos >= maxpos)
+                return err(EXIT_USAGE, "unexpected argument '%s' (see --help)", a);
             o->pos[o->npos++] = a;
             continue;
         }
@@ -181,20 +197,26 @@ static int parse_opts(int argc, char **argv, const char *allowed, int maxpos, op
         snprintf(pat, sizeof pat, " %s ", name);
         char all[512];
         snprintf(all, sizeof all, " %s ", allowed);
-        if (!strstr(all, pat)) return err(EXIT_USAGE, "unknown option '--%s' for %s (see --help)",
-                                          name, g_cmd);
+        if (!strstr(all, pat))
+            return err(EXIT_USAGE, "unknown option '--%s' for %s (see --help)", name, g_cmd);
         static const char *flags[] = {"json", "strict", "saturate", "dry-run", "force", "quiet"};
         bool is_flag = false;
         for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
             if (strcmp(name, flags[k]) == 0) is_flag = true;
         if (is_flag) {
             if (val) return err(EXIT_USAGE, "option --%s takes no value", name);
-            if (!strcmp(name, "json")) o->json = true;
-            else if (!strcmp(name, "strict")) o->strict = true;
-            else if (!strcmp(name, "saturate")) o->saturate = true;
-            else if (!strcmp(name, "dry-run")) o->dry_run = true;
-            else if (!strcmp(name, "force")) o->force = true;
-            else o->quiet = true;
+            if (!strcmp(name, "json"))
+                o->json = true;
+            else if (!strcmp(name, "strict"))
+                o->strict = true;
+            else if (!strcmp(name, "saturate"))
+                o->saturate = true;
+            else if (!strcmp(name, "dry-run"))
+                o->dry_run = true;
+            else if (!strcmp(name, "force"))
+                o->force = true;
+            else
+                o->quiet = true;
             continue;
         }
         if (!val) {
@@ -203,8 +225,8 @@ static int parse_opts(int argc, char **argv, const char *allowed, int maxpos, op
         }
         if (!strcmp(name, "policy") || !strcmp(name, "map") || !strcmp(name, "scheme") ||
             !strcmp(name, "dtype") || !strcmp(name, "max-shard-size")) {
-            const char **slot = !strcmp(name, "policy") ? &o->policy
-                                : !strcmp(name, "map")  ? &o->map
+            const char **slot = !strcmp(name, "policy")   ? &o->policy
+                                : !strcmp(name, "map")    ? &o->map
                                 : !strcmp(name, "scheme") ? &o->scheme
                                 : !strcmp(name, "dtype")  ? &o->dtype
                                                           : &o->max_shard;
@@ -290,7 +312,8 @@ static const char *HELP_VALIDATE =
     "  $ mixprec validate model.safetensors\n"
     "  model.safetensors: valid (3 tensors, 1 file, 8.51 KiB)\n"
     "  $ mixprec validate broken.safetensors; echo $?\n"
-    "  mixprec validate: broken.safetensors: tensor 'fc.bias': data_offsets begin at 20, leaving a\n"
+    "  mixprec validate: broken.safetensors: tensor 'fc.bias': data_offsets begin at 20, leaving "
+    "a\n"
     "  gap of 4 bytes after tensor 'fc.weight' (rule: gap)\n"
     "  1\n";
 
@@ -316,10 +339,14 @@ static const char *HELP_CAST =
     "  @default = bf16\n"
     "  .*norm.* = float32\n"
     "  $ mixprec cast model.safetensors model-bf16.safetensors --map policy.map --dry-run\n"
-    "  fc.bias     F32     [32]           -> BF16    [32]                    128 ->           64 bytes  (@default: p=bfloat16,c=bfloat16,o=bfloat16)\n"
-    "  fc.weight   F32     [32, 64]       -> BF16    [32, 64]               8192 ->         4096 bytes  (@default: p=bfloat16,c=bfloat16,o=bfloat16)\n"
-    "  norm.scale  F32     [32]           -> F32     [32]                    128 ->          128 bytes  (.*norm.*: p=float32,c=float32,o=float32)\n"
-    "  total: 3 tensors, 8.25 KiB -> 4.19 KiB of tensor data (0.508x), 1 output file: model-bf16.safetensors\n"
+    "  fc.bias     F32     [32]           -> BF16    [32]                    128 ->           64 "
+    "bytes  (@default: p=bfloat16,c=bfloat16,o=bfloat16)\n"
+    "  fc.weight   F32     [32, 64]       -> BF16    [32, 64]               8192 ->         4096 "
+    "bytes  (@default: p=bfloat16,c=bfloat16,o=bfloat16)\n"
+    "  norm.scale  F32     [32]           -> F32     [32]                    128 ->          128 "
+    "bytes  (.*norm.*: p=float32,c=float32,o=float32)\n"
+    "  total: 3 tensors, 8.25 KiB -> 4.19 KiB of tensor data (0.508x), 1 output file: "
+    "model-bf16.safetensors\n"
     "  $ mixprec cast model.safetensors model-bf16.safetensors --map policy.map\n";
 
 static const char *HELP_QUANTIZE =
@@ -371,7 +398,8 @@ static const char *HELP_REPORT =
     "  big.weight   F32    F16               inf          inf      -inf        27         0\n"
     "  tiny.weight  F32    F16             3e-09            1      0.00         0        32\n";
 
-/* ---- opening ---------------------------------------------------------------------------------- */
+/* ---- opening ----------------------------------------------------------------------------------
+ */
 
 static int open_in(const char *path, bool strict, mxst_file **f)
 {
@@ -380,7 +408,8 @@ static int open_in(const char *path, bool strict, mxst_file **f)
     return 0;
 }
 
-/* ---- inspect ------------------------------------------------------------------------------------ */
+/* ---- inspect ------------------------------------------------------------------------------------
+ */
 
 static uint64_t total_bytes(const mxst_file *f)
 {
@@ -437,8 +466,10 @@ static int cmd_inspect(int argc, char **argv)
             fprintf(out, ",\"dtype\":\"%s\",\"shape\":[", mxst_dtype_name(t->dtype));
             for (size_t d = 0; d < t->ndim; d++)
                 fprintf(out, "%s%llu", d ? "," : "", (unsigned long long)t->shape[d]);
-            fprintf(out, "],\"elements\":%llu,\"bytes\":%llu,\"data_offsets\":[%llu,%llu],"
-                    "\"shard\":%zu}", (unsigned long long)t->numel, (unsigned long long)t->nbytes,
+            fprintf(out,
+                    "],\"elements\":%llu,\"bytes\":%llu,\"data_offsets\":[%llu,%llu],"
+                    "\"shard\":%zu}",
+                    (unsigned long long)t->numel, (unsigned long long)t->nbytes,
                     (unsigned long long)t->begin, (unsigned long long)t->end, t->shard);
         }
         fputs("],\"totals\":{", out);
@@ -502,7 +533,8 @@ static int cmd_inspect(int argc, char **argv)
     return 0;
 }
 
-/* ---- validate ----------------------------------------------------------------------------------- */
+/* ---- validate -----------------------------------------------------------------------------------
+ */
 
 static int cmd_validate(int argc, char **argv)
 {
@@ -520,15 +552,16 @@ static int cmd_validate(int argc, char **argv)
     return 0;
 }
 
-/* ---- plans (cast, quantize) ----------------------------------------------------------------------- */
+/* ---- plans (cast, quantize)
+ * ----------------------------------------------------------------------- */
 
 typedef enum op_kind {
-    OP_COPY,     /* bytes as they are */
-    OP_CONVERT,  /* floating -> floating with mxp_convert_ex */
-    OP_DEQUANT,  /* quantized X (+ X_scale) -> floating */
-    OP_QDATA,    /* floating -> quantized X */
-    OP_QSCALE,   /* floating -> X_scale (the same quantization, scales only) */
-    OP_QSHAPE    /* X_shape: the original shape as I64 */
+    OP_COPY,    /* bytes as they are */
+    OP_CONVERT, /* floating -> floating with mxp_convert_ex */
+    OP_DEQUANT, /* quantized X (+ X_scale) -> floating */
+    OP_QDATA,   /* floating -> quantized X */
+    OP_QSCALE,  /* floating -> X_scale (the same quantization, scales only) */
+    OP_QSHAPE   /* X_shape: the original shape as I64 */
 } op_kind;
 
 typedef enum scheme { SCH_NONE = 0, SCH_INT8, SCH_INT4, SCH_FP8, SCH_MXFP8 } scheme;
@@ -541,11 +574,16 @@ static const char *scheme_name(scheme s)
 
 static bool parse_scheme(const char *t, scheme *s)
 {
-    if (!strcmp(t, "int8")) *s = SCH_INT8;
-    else if (!strcmp(t, "int4")) *s = SCH_INT4;
-    else if (!strcmp(t, "fp8")) *s = SCH_FP8;
-    else if (!strcmp(t, "mxfp8")) *s = SCH_MXFP8;
-    else return false;
+    if (!strcmp(t, "int8"))
+        *s = SCH_INT8;
+    else if (!strcmp(t, "int4"))
+        *s = SCH_INT4;
+    else if (!strcmp(t, "fp8"))
+        *s = SCH_FP8;
+    else if (!strcmp(t, "mxfp8"))
+        *s = SCH_MXFP8;
+    else
+        return false;
     return true;
 }
 
@@ -622,8 +660,11 @@ static int load_map(const opts *o, mxp_policy_map **m, bool need)
         if (!*m) return err(EXIT_IO, "out of memory");
     } else if (o->map) {
         mxp_status s = mxp_policy_map_load(o->map, m);
-        if (s) return err(s == MXP_EIO ? EXIT_USAGE : EXIT_USAGE, "--map %s: %s", o->map,
-                          mxp_last_error());
+        if (s)
+            return err(s == MXP_EIO      ? EXIT_IO
+                       : s == MXP_ENOMEM ? EXIT_IO
+                                         : EXIT_USAGE,
+                       "--map %s: %s", o->map, mxp_last_error());
     } else if (need) {
         return err(EXIT_USAGE, "give --policy TEXT or --map FILE (see --help)");
     }
@@ -732,8 +773,9 @@ static int plan_cast(const mxst_file *f, const mxp_policy_map *m, plan *p)
                 nd = (size_t)sh->numel;
                 int64_t dims[64];
                 if (nd > 64) {
-                    rc = err(EXIT_BADFILE, "%s: tensor '%s': %zu dimensions (rule: quantized-shape)",
-                             mxst_path(f), sh->name, nd);
+                    rc =
+                        err(EXIT_BADFILE, "%s: tensor '%s': %zu dimensions (rule: quantized-shape)",
+                            mxst_path(f), sh->name, nd);
                     break;
                 }
                 mxp_status s = mxst_read(f, sh, 0, dims, nd * 8);
@@ -746,13 +788,15 @@ static int plan_cast(const mxst_file *f, const mxp_policy_map *m, plan *p)
                 for (size_t d = 0; d < nd; d++) {
                     if (dims[d] < 0) bad = true;
                     shape[d] = (uint64_t)dims[d];
-                    if (d > 0) numel = shape[d] && numel > UINT64_MAX / shape[d] ? 0 : numel * shape[d];
+                    if (d > 0)
+                        numel = shape[d] && numel > UINT64_MAX / shape[d] ? 0 : numel * shape[d];
                 }
                 c = numel;
                 if (bad || shape[0] != r || t->ndim != 2 || t->shape[1] != (c + 1) / 2) {
-                    rc = err(EXIT_BADFILE, "%s: tensor '%s': X_shape does not match the packed "
-                             "int4 tensor [%llu, %llu] (rule: quantized-shape)", mxst_path(f),
-                             t->name, (unsigned long long)t->shape[0],
+                    rc = err(EXIT_BADFILE,
+                             "%s: tensor '%s': X_shape does not match the packed "
+                             "int4 tensor [%llu, %llu] (rule: quantized-shape)",
+                             mxst_path(f), t->name, (unsigned long long)t->shape[0],
                              (unsigned long long)(t->ndim > 1 ? t->shape[1] : 0));
                     break;
                 }
@@ -868,10 +912,18 @@ static int choose_scheme(const mxst_tensor *t, scheme deflt, const mxp_policy_ma
             char pt[96];
             mxp_policy_format(&pol, pt, sizeof pt);
             switch (pol.quant) {
-            case MXP_QUANT_NONE: snprintf(why, cap, "kept: %s: %s", key, pt); return 0;
-            case MXP_QUANT_INT8: *out = SCH_INT8; break;
-            case MXP_QUANT_INT4: *out = SCH_INT4; break;
-            case MXP_QUANT_FLOAT8: *out = deflt == SCH_MXFP8 ? SCH_MXFP8 : SCH_FP8; break;
+            case MXP_QUANT_NONE:
+                snprintf(why, cap, "kept: %s: %s", key, pt);
+                return 0;
+            case MXP_QUANT_INT8:
+                *out = SCH_INT8;
+                break;
+            case MXP_QUANT_INT4:
+                *out = SCH_INT4;
+                break;
+            case MXP_QUANT_FLOAT8:
+                *out = deflt == SCH_MXFP8 ? SCH_MXFP8 : SCH_FP8;
+                break;
             }
             snprintf(why, cap, "%s: %s: %s", scheme_name(*out), key, pt);
             return 0;
@@ -882,8 +934,8 @@ static int choose_scheme(const mxst_tensor *t, scheme deflt, const mxp_policy_ma
     return 0;
 }
 
-static int plan_quantize(const mxst_file *f, scheme deflt, const mxp_policy_map *m,
-                         const regs *rg, const opts *o, plan *p)
+static int plan_quantize(const mxst_file *f, scheme deflt, const mxp_policy_map *m, const regs *rg,
+                         const opts *o, plan *p)
 {
     size_t n = mxst_count(f);
     for (size_t i = 0; i < n; i++) {
@@ -911,9 +963,10 @@ static int plan_quantize(const mxst_file *f, scheme deflt, const mxp_policy_map 
         snprintf(sname, nl + 8, "%s_scale", t->name);
         snprintf(hname, nl + 8, "%s_shape", t->name);
         if (mxst_find(f, sname) || (sch == SCH_INT4 && mxst_find(f, hname))) {
-            rc = err(EXIT_BADFILE, "%s: tensor '%s': cannot quantize, the file already has a "
-                     "tensor '%s' (rule: quantize-name)", mxst_path(f), t->name,
-                     mxst_find(f, sname) ? sname : hname);
+            rc = err(EXIT_BADFILE,
+                     "%s: tensor '%s': cannot quantize, the file already has a "
+                     "tensor '%s' (rule: quantize-name)",
+                     mxst_path(f), t->name, mxst_find(f, sname) ? sname : hname);
             free(sname);
             free(hname);
             return rc;
@@ -1006,8 +1059,8 @@ static int check_out_path(const char *out, const mxst_file *in, const char *in_p
         uint64_t dev, ino;
         if (mxst_shard_identity(in, i, &dev, &ino) && dev == (uint64_t)sb.st_dev &&
             ino == (uint64_t)sb.st_ino)
-            return err(EXIT_USAGE, "%s: the output names the input %s; write to another file",
-                       out, mxst_shard_path(in, i));
+            return err(EXIT_USAGE, "%s: the output names the input %s; write to another file", out,
+                       mxst_shard_path(in, i));
     }
     struct stat ib;
     if (stat(in_path, &ib) == 0 && ib.st_dev == sb.st_dev && ib.st_ino == sb.st_ino)
@@ -1017,7 +1070,8 @@ static int check_out_path(const char *out, const mxst_file *in, const char *in_p
     return 0;
 }
 
-/* ---- execution ---------------------------------------------------------------------------------- */
+/* ---- execution ----------------------------------------------------------------------------------
+ */
 
 typedef struct progress {
     bool on;
@@ -1037,8 +1091,7 @@ static void progress_tick(progress *pg, const char *name, uint64_t add)
     char nm[41];
     snprintf(nm, sizeof nm, "%s", name);
     fprintf(stderr, "\r\033[K%5.1f%%  %s/s  ETA %.0fs  %s",
-            pg->total ? 100.0 * (double)pg->done / (double)pg->total : 100.0,
-            HUMAN(rate), eta, nm);
+            pg->total ? 100.0 * (double)pg->done / (double)pg->total : 100.0, HUMAN(rate), eta, nm);
 }
 
 static void progress_end(progress *pg)
@@ -1089,7 +1142,9 @@ static int st_fail(mxp_status s, const char *what)
 static int lib_fail(const ctx *c, const item *it, mxp_status s)
 {
     /* mixprec library failures on data: a non-finite weight is a bad input file */
-    int code = s == MXP_ENOMEM ? EXIT_IO : (s == MXP_EINVAL || s == MXP_EUNSUPPORTED) ? EXIT_BADFILE : EXIT_IO;
+    int code = s == MXP_ENOMEM                              ? EXIT_IO
+               : (s == MXP_EINVAL || s == MXP_EUNSUPPORTED) ? EXIT_BADFILE
+                                                            : EXIT_IO;
     return err(code, "%s: tensor '%s': %s (rule: finite)", mxst_path(c->f), it->src->name,
                mxp_last_error());
 }
@@ -1207,8 +1262,10 @@ static int run_dequant(ctx *c, const item *it)
                 }
             } else {
                 float sc;
-                if (per_tensor) sc = s1;
-                else memcpy(&sc, c->b.aux + 4 * r, 4);
+                if (per_tensor)
+                    sc = s1;
+                else
+                    memcpy(&sc, c->b.aux + 4 * r, 4);
                 for (uint64_t j = 0; j < cols; j++) yr[j] = yr[j] * sc;
             }
         }
@@ -1240,8 +1297,12 @@ static int quant_rows(ctx *c, const item *it, uint64_t r0, uint64_t nr, size_t *
     if (s) return st_fail(s, "read");
     mxp_qlayout l = {(size_t)nr, (size_t)cols, MXP_QAXIS_ROW, 0};
     switch (it->sch) {
-    case SCH_INT8: s = mxp_quantize_int8((int8_t *)c->b.out, c->b.sc, c->b.in, xt, &l); break;
-    case SCH_INT4: s = mxp_quantize_int4(c->b.out, c->b.sc, c->b.in, xt, &l); break;
+    case SCH_INT8:
+        s = mxp_quantize_int8((int8_t *)c->b.out, c->b.sc, c->b.in, xt, &l);
+        break;
+    case SCH_INT4:
+        s = mxp_quantize_int4(c->b.out, c->b.sc, c->b.in, xt, &l);
+        break;
     case SCH_FP8:
         s = mxp_quantize_fp8(c->b.out, MXP_FLOAT8_E4M3FN, c->b.sc, c->b.in, xt, &l);
         break;
@@ -1249,7 +1310,8 @@ static int quant_rows(ctx *c, const item *it, uint64_t r0, uint64_t nr, size_t *
         s = mxp_quantize_mx(c->b.out, MXP_FLOAT8_E4M3FN, c->b.aux, c->b.in, xt, (size_t)nr,
                             (size_t)cols, MXP_MX_RCEIL);
         break;
-    default: s = MXP_EINVAL;
+    default:
+        s = MXP_EINVAL;
     }
     if (s) return lib_fail(c, it, s);
     if (it->sch != SCH_MXFP8) /* multipliers in -> dequantization multipliers out */
@@ -1270,9 +1332,12 @@ static int run_quant(ctx *c, const item *it)
         size_t qb = 0;
         int rc = quant_rows(c, it, r0, nr, &qb);
         if (rc) return rc;
-        if (it->op == OP_QDATA) rc = put(c, it, c->b.out, qb);
-        else if (it->sch == SCH_MXFP8) rc = put(c, it, c->b.aux, (size_t)(nr * ((it->cols + 31) / 32)));
-        else rc = put(c, it, c->b.sc, (size_t)nr * 4);
+        if (it->op == OP_QDATA)
+            rc = put(c, it, c->b.out, qb);
+        else if (it->sch == SCH_MXFP8)
+            rc = put(c, it, c->b.aux, (size_t)(nr * ((it->cols + 31) / 32)));
+        else
+            rc = put(c, it, c->b.sc, (size_t)nr * 4);
         if (rc) return rc;
         r0 += nr;
     }
@@ -1286,16 +1351,21 @@ static int run_quant(ctx *c, const item *it)
 static int run_item(ctx *c, const item *it)
 {
     switch (it->op) {
-    case OP_COPY: return run_copy(c, it);
-    case OP_CONVERT: return run_convert(c, it);
-    case OP_DEQUANT: return run_dequant(c, it);
+    case OP_COPY:
+        return run_copy(c, it);
+    case OP_CONVERT:
+        return run_convert(c, it);
+    case OP_DEQUANT:
+        return run_dequant(c, it);
     case OP_QDATA:
-    case OP_QSCALE: return run_quant(c, it);
+    case OP_QSCALE:
+        return run_quant(c, it);
     case OP_QSHAPE: {
         unsigned char b[8 * 64];
         size_t nd = it->src->ndim > 64 ? 64 : it->src->ndim;
         for (size_t d = 0; d < nd; d++)
-            for (int k = 0; k < 8; k++) b[8 * d + (size_t)k] = (unsigned char)(it->src->shape[d] >> (8 * k));
+            for (int k = 0; k < 8; k++)
+                b[8 * d + (size_t)k] = (unsigned char)(it->src->shape[d] >> (8 * k));
         return put(c, it, b, nd * 8);
     }
     }
@@ -1320,17 +1390,16 @@ static void print_plan(const plan *p, size_t nshards, const char *out_path)
         uint64_t ob = item_bytes(it);
         in_total += ib;
         out_total += ob;
-        printf("%-*s  %-7s %-14s -> %-7s %-14s %12llu -> %12llu bytes  (%s)",
-               w, it->name, it->op == OP_QSCALE || it->op == OP_QSHAPE ? "-" : mxst_dtype_name(it->src->dtype),
+        printf("%-*s  %-7s %-14s -> %-7s %-14s %12llu -> %12llu bytes  (%s)", w, it->name,
+               it->op == OP_QSCALE || it->op == OP_QSHAPE ? "-" : mxst_dtype_name(it->src->dtype),
                it->op == OP_QSCALE || it->op == OP_QSHAPE ? "" : shp, mxst_dtype_name(it->dtype),
                oshp, (unsigned long long)ib, (unsigned long long)ob, it->rule);
         if (nshards > 1) printf(" [shard %zu]", it->shard + 1);
         putchar('\n');
     }
     printf("total: %zu tensors, %s -> %s of tensor data (%.3fx), %zu output file%s: %s\n", p->n,
-           HUMAN(in_total), HUMAN(out_total),
-           in_total ? (double)out_total / (double)in_total : 1.0, nshards,
-           nshards == 1 ? "" : "s", out_path);
+           HUMAN(in_total), HUMAN(out_total), in_total ? (double)out_total / (double)in_total : 1.0,
+           nshards, nshards == 1 ? "" : "s", out_path);
 }
 
 /* Shard file name i (0-based) of n for an index path ".../X.safetensors.index.json". */
@@ -1366,10 +1435,13 @@ static int execute(const mxst_file *f, plan *p, const char *out_path, const opts
     uint64_t max_shard = 0;
     if (o->max_shard) {
         if (!sharded)
-            return err(EXIT_USAGE, "--max-shard-size needs an index OUT (*.safetensors.index.json)");
+            return err(EXIT_USAGE,
+                       "--max-shard-size needs an index OUT (*.safetensors.index.json)");
         if (!mxst_parse_size(o->max_shard, &max_shard) || max_shard == 0)
-            return err(EXIT_USAGE, "--max-shard-size '%s': expected a size with a unit, e.g. "
-                       "5GB, 500MB, 2GiB, 4096B", o->max_shard);
+            return err(EXIT_USAGE,
+                       "--max-shard-size '%s': expected a size with a unit, e.g. "
+                       "5GB, 500MB, 2GiB, 4096B",
+                       o->max_shard);
     } else if (sharded) {
         max_shard = 5000000000ull; /* transformers' default "5GB" */
     }
@@ -1391,8 +1463,10 @@ static int execute(const mxst_file *f, plan *p, const char *out_path, const opts
     int rc = 0;
     for (size_t s = 0; s < nshards && !rc; s++) {
         paths[s] = sharded ? shard_name(out_path, s, nshards, true) : strdup(out_path);
-        if (!paths[s]) rc = err(EXIT_IO, "out of memory");
-        else if (sharded) rc = check_out_path(paths[s], f, mxst_path(f), o->force);
+        if (!paths[s])
+            rc = err(EXIT_IO, "out of memory");
+        else if (sharded)
+            rc = check_out_path(paths[s], f, mxst_path(f), o->force);
     }
     if (!rc && o->dry_run) print_plan(p, nshards, out_path);
     if (rc || o->dry_run) goto done;
@@ -1433,9 +1507,9 @@ static int execute(const mxst_file *f, plan *p, const char *out_path, const opts
         mxp_status st = mxst_writer_begin(paths[s], specs, cnt, meta, nmeta, wflags, &ws[s]);
         free(specs);
         if (st) {
-            rc = st == MXP_EEXIST ? err(EXIT_USAGE, "%s", mxst_last_error())
-                                  : err(st == MXP_EINVAL ? EXIT_BADFILE : code_of(st), "%s",
-                                        mxst_last_error());
+            rc = st == MXP_EEXIST
+                     ? err(EXIT_USAGE, "%s", mxst_last_error())
+                     : err(st == MXP_EINVAL ? EXIT_BADFILE : code_of(st), "%s", mxst_last_error());
             free(map);
             break;
         }
@@ -1464,18 +1538,21 @@ static int execute(const mxst_file *f, plan *p, const char *out_path, const opts
             char **base = calloc(nshards, sizeof *base);
             uint64_t total = 0;
             if (names && shn && base) {
-                for (size_t s = 0; s < nshards; s++) base[s] = shard_name(out_path, s, nshards, false);
+                for (size_t s = 0; s < nshards; s++)
+                    base[s] = shard_name(out_path, s, nshards, false);
                 for (size_t i = 0; i < p->n; i++) {
                     names[i] = p->it[i].name;
                     shn[i] = base[p->it[i].shard];
                     total += item_bytes(&p->it[i]);
                 }
                 char *text = mxst_index_json(names, shn, p->n, total);
-                if (!text) rc = err(EXIT_IO, "out of memory");
+                if (!text)
+                    rc = err(EXIT_IO, "out of memory");
                 else {
                     mxp_status st = mxst_write_small_file(out_path, text, strlen(text), wflags);
-                    if (st) rc = err(st == MXP_EEXIST ? EXIT_USAGE : code_of(st), "%s",
-                                     mxst_last_error());
+                    if (st)
+                        rc = err(st == MXP_EEXIST ? EXIT_USAGE : code_of(st), "%s",
+                                 mxst_last_error());
                     free(text);
                 }
                 for (size_t s = 0; s < nshards; s++) free(base[s]);
@@ -1565,7 +1642,8 @@ out:
     return rc;
 }
 
-/* ---- report ----------------------------------------------------------------------------------- */
+/* ---- report -----------------------------------------------------------------------------------
+ */
 
 typedef struct stat_row {
     const mxst_tensor *t;
@@ -1619,19 +1697,23 @@ static int cmp_rows(const void *a, const void *b)
 static double max_finite(mxp_dtype d)
 {
     switch (d) {
-    case MXP_FLOAT16: return 65504.0;
-    case MXP_BFLOAT16: return 3.3895313892515355e38;
-    case MXP_FLOAT8_E4M3FN: return 448.0;
-    case MXP_FLOAT8_E5M2: return 57344.0;
-    default: return 0; /* float32 / float64 targets: overflow shows as inf */
+    case MXP_FLOAT16:
+        return 65504.0;
+    case MXP_BFLOAT16:
+        return 3.3895313892515355e38;
+    case MXP_FLOAT8_E4M3FN:
+        return 448.0;
+    case MXP_FLOAT8_E5M2:
+        return 57344.0;
+    default:
+        return 0; /* float32 / float64 targets: overflow shows as inf */
     }
 }
 
 /* Evaluate one tensor: x (the source widened exactly to float64) against y (the source through
  * the target, widened exactly to float64). A cast goes straight from the source dtype to the
  * target (one rounding, as `cast` does); a scheme quantizes and dequantizes to float32. */
-static int report_tensor(const mxst_file *f, stat_row *r, mxp_dtype target, scheme sch,
-                         bufs *b)
+static int report_tensor(const mxst_file *f, stat_row *r, mxp_dtype target, scheme sch, bufs *b)
 {
     const mxst_tensor *t = r->t;
     mxp_dtype xt;
@@ -1695,7 +1777,8 @@ static int report_tensor(const mxst_file *f, stat_row *r, mxp_dtype target, sche
                                           (size_t)cols);
                 break;
             }
-            default: s = MXP_EINVAL;
+            default:
+                s = MXP_EINVAL;
             }
             if (!s) s = mxp_convert(y, MXP_FLOAT64, y32, MXP_FLOAT32, n);
 #else
@@ -1767,7 +1850,8 @@ static int cmd_report(int argc, char **argv)
         if (xt == MXP_FLOAT64 && ts == SCH_NONE && tg == MXP_FLOAT64) continue;
         stat_row *r = &rows[nr++];
         r->t = t;
-        if (ts != SCH_NONE) snprintf(r->target, sizeof r->target, "%s", scheme_name(ts));
+        if (ts != SCH_NONE)
+            snprintf(r->target, sizeof r->target, "%s", scheme_name(ts));
         else {
             mxst_dtype sd;
             mxst_dtype_from_mxp(tg, &sd);
@@ -1821,7 +1905,8 @@ static int cmd_report(int argc, char **argv)
     return rc;
 }
 
-/* ---- main --------------------------------------------------------------------------------------- */
+/* ---- main ---------------------------------------------------------------------------------------
+ */
 
 int main(int argc, char **argv)
 {
@@ -1831,7 +1916,8 @@ int main(int argc, char **argv)
     }
     const char *c = argv[1];
     if (!strcmp(c, "--version") || !strcmp(c, "-V")) {
-        printf("mixprec %s (library %s, %s kernels)\n", MXP_VERSION_STRING, mxp_version(), mxp_isa());
+        printf("mixprec %s (library %s, %s kernels)\n", MXP_VERSION_STRING, mxp_version(),
+               mxp_isa());
         return 0;
     }
     if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {

@@ -32,7 +32,8 @@ const char *mxst_last_error(void) { return t_err; }
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static mxp_status fail(mxp_status s, const char *fmt, ...)
+static mxp_status
+fail(mxp_status s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -188,9 +189,9 @@ static void disarm(void) { t_armed = 0; }
 /* ---- the open file --------------------------------------------------------------------------- */
 
 typedef struct shard {
-    char *path;   /* as opened */
-    char *label;  /* for messages: the path */
-    int fd;       /* -1 for memory */
+    char *path;  /* as opened */
+    char *label; /* for messages: the path */
+    int fd;      /* -1 for memory */
     const unsigned char *mem;
     uint64_t size, hlen;
     uint64_t dev, ino;
@@ -314,14 +315,21 @@ static bool json_u64(const json_t *v, uint64_t *out)
 static const char *json_kind(const json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return json_integer_value(v) < 0 ? "a negative integer" : "an integer";
-    case JSON_REAL: return "a non-integer number";
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return json_integer_value(v) < 0 ? "a negative integer" : "an integer";
+    case JSON_REAL:
+        return "a non-integer number";
     case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
     }
     return "?";
 }
@@ -343,30 +351,40 @@ static int cmp_order(const void *a, const void *b)
 static mxp_status parse_entry(const char *file, const char *name, json_t *v, mxst_tensor *t)
 {
     if (!json_is_object(v))
-        return fail(MXP_EFORMAT, "%s: tensor '%s': entry is %s, expected an object with dtype, "
-                    "shape, data_offsets (rule: entry)", file, SHOW(name), json_kind(v));
+        return fail(MXP_EFORMAT,
+                    "%s: tensor '%s': entry is %s, expected an object with dtype, "
+                    "shape, data_offsets (rule: entry)",
+                    file, SHOW(name), json_kind(v));
     const char *key;
     json_t *val;
     json_object_foreach(v, key, val)
     {
         if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets"))
-            return fail(MXP_EFORMAT, "%s: tensor '%s': unexpected key '%s' (an entry has exactly "
-                        "dtype, shape, data_offsets) (rule: entry)", file, SHOW(name), SHOW(key));
+            return fail(MXP_EFORMAT,
+                        "%s: tensor '%s': unexpected key '%s' (an entry has exactly "
+                        "dtype, shape, data_offsets) (rule: entry)",
+                        file, SHOW(name), SHOW(key));
     }
     json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
            *off = json_object_get(v, "data_offsets");
     if (!dt || !sh || !off)
         return fail(MXP_EFORMAT, "%s: tensor '%s': missing '%s' (rule: entry)", file, SHOW(name),
-                    !dt ? "dtype" : !sh ? "shape" : "data_offsets");
+                    !dt   ? "dtype"
+                    : !sh ? "shape"
+                          : "data_offsets");
     if (!json_is_string(dt))
         return fail(MXP_EFORMAT, "%s: tensor '%s': dtype is %s, expected a string (rule: dtype)",
                     file, SHOW(name), json_kind(dt));
     if (!mxst_dtype_parse(json_string_value(dt), &t->dtype))
-        return fail(MXP_EFORMAT, "%s: tensor '%s': unknown dtype '%s' (expected one of: %s) "
-                    "(rule: dtype)", file, SHOW(name), SHOW(json_string_value(dt)), dtype_list());
+        return fail(MXP_EFORMAT,
+                    "%s: tensor '%s': unknown dtype '%s' (expected one of: %s) "
+                    "(rule: dtype)",
+                    file, SHOW(name), SHOW(json_string_value(dt)), dtype_list());
     if (!json_is_array(sh))
-        return fail(MXP_EFORMAT, "%s: tensor '%s': shape is %s, expected an array of "
-                    "non-negative integers (rule: shape)", file, SHOW(name), json_kind(sh));
+        return fail(MXP_EFORMAT,
+                    "%s: tensor '%s': shape is %s, expected an array of "
+                    "non-negative integers (rule: shape)",
+                    file, SHOW(name), json_kind(sh));
     size_t nd = json_array_size(sh);
     uint64_t *shape = NULL;
     if (nd > 0) {
@@ -379,40 +397,52 @@ static mxp_status parse_entry(const char *file, const char *name, json_t *v, mxs
         json_t *e = json_array_get(sh, d);
         if (!json_u64(e, &shape[d])) {
             free(shape);
-            return fail(MXP_EFORMAT, "%s: tensor '%s': shape[%zu] is %s, expected a "
-                        "non-negative integer (rule: shape)", file, SHOW(name), d, json_kind(e));
+            return fail(MXP_EFORMAT,
+                        "%s: tensor '%s': shape[%zu] is %s, expected a "
+                        "non-negative integer (rule: shape)",
+                        file, SHOW(name), d, json_kind(e));
         }
-        if (!overflow && shape[d] != 0 && numel > UINT64_MAX / shape[d]) overflow = true;
-        else numel *= shape[d];
+        if (!overflow && shape[d] != 0 && numel > UINT64_MAX / shape[d])
+            overflow = true;
+        else
+            numel *= shape[d];
     }
     t->ndim = nd;
     t->shape = shape;
     /* A zero dimension makes the product 0 even if other dimensions overflowed: still refuse
      * (the reference's checked fold fails there too). */
     if (overflow)
-        return fail(MXP_EFORMAT, "%s: tensor '%s': the product of the shape overflows 64 bits "
-                    "(rule: overflow)", file, SHOW(name));
+        return fail(MXP_EFORMAT,
+                    "%s: tensor '%s': the product of the shape overflows 64 bits "
+                    "(rule: overflow)",
+                    file, SHOW(name));
     t->numel = numel;
     if (!json_is_array(off) || json_array_size(off) != 2)
-        return fail(MXP_EFORMAT, "%s: tensor '%s': data_offsets is %s, expected [begin, end] "
-                    "(rule: offsets)", file, SHOW(name),
+        return fail(MXP_EFORMAT,
+                    "%s: tensor '%s': data_offsets is %s, expected [begin, end] "
+                    "(rule: offsets)",
+                    file, SHOW(name),
                     json_is_array(off) ? "an array of the wrong length" : json_kind(off));
     for (int k = 0; k < 2; k++) {
         json_t *e = json_array_get(off, (size_t)k);
         if (!json_u64(e, k ? &t->end : &t->begin))
-            return fail(MXP_EFORMAT, "%s: tensor '%s': data_offsets[%d] is %s, expected a "
-                        "non-negative integer (rule: offsets)", file, SHOW(name), k, json_kind(e));
+            return fail(MXP_EFORMAT,
+                        "%s: tensor '%s': data_offsets[%d] is %s, expected a "
+                        "non-negative integer (rule: offsets)",
+                        file, SHOW(name), k, json_kind(e));
     }
     unsigned bits = mxst_dtype_bits(t->dtype);
     if (numel > UINT64_MAX / bits)
-        return fail(MXP_EFORMAT, "%s: tensor '%s': %s with %llu elements overflows 64 bits "
-                    "(rule: overflow)", file, SHOW(name), mxst_dtype_name(t->dtype),
-                    (unsigned long long)numel);
+        return fail(MXP_EFORMAT,
+                    "%s: tensor '%s': %s with %llu elements overflows 64 bits "
+                    "(rule: overflow)",
+                    file, SHOW(name), mxst_dtype_name(t->dtype), (unsigned long long)numel);
     uint64_t nbits = numel * bits;
     if (nbits % 8)
-        return fail(MXP_EFORMAT, "%s: tensor '%s': %llu elements of %s are not a whole number of "
-                    "bytes (rule: whole-bytes)", file, SHOW(name), (unsigned long long)numel,
-                    mxst_dtype_name(t->dtype));
+        return fail(MXP_EFORMAT,
+                    "%s: tensor '%s': %llu elements of %s are not a whole number of "
+                    "bytes (rule: whole-bytes)",
+                    file, SHOW(name), (unsigned long long)numel, mxst_dtype_name(t->dtype));
     t->nbytes = nbits / 8;
     return MXP_OK;
 }
@@ -436,24 +466,30 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
     snprintf(filebuf, sizeof filebuf, "%s", file);
     file = filebuf;
     if (s->size < 8)
-        return fail(MXP_EFORMAT, "%s: file is %llu bytes, too short for the 8-byte header length "
-                    "(rule: header-length)", file, (unsigned long long)s->size);
+        return fail(MXP_EFORMAT,
+                    "%s: file is %llu bytes, too short for the 8-byte header length "
+                    "(rule: header-length)",
+                    file, (unsigned long long)s->size);
     unsigned char lenb[8];
     mxp_status st = read_at(s, 0, lenb, 8);
     if (st) return st;
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | lenb[i];
     if (n > MXST_MAX_HEADER)
-        return fail(MXP_EFORMAT, "%s: header length %llu is over the limit of %u bytes "
-                    "(rule: header-limit)", file, (unsigned long long)n, MXST_MAX_HEADER);
+        return fail(MXP_EFORMAT,
+                    "%s: header length %llu is over the limit of %u bytes "
+                    "(rule: header-limit)",
+                    file, (unsigned long long)n, MXST_MAX_HEADER);
     if (n > s->size - 8)
-        return fail(MXP_EFORMAT, "%s: header length %llu runs past the end of the file (%llu "
-                    "bytes after the length) (rule: header-length)", file, (unsigned long long)n,
-                    (unsigned long long)(s->size - 8));
+        return fail(MXP_EFORMAT,
+                    "%s: header length %llu runs past the end of the file (%llu "
+                    "bytes after the length) (rule: header-length)",
+                    file, (unsigned long long)n, (unsigned long long)(s->size - 8));
     s->hlen = n;
     char *text = malloc((size_t)n + 1);
-    if (!text) return fail(MXP_ENOMEM, "%s: out of memory for a %llu-byte header", file,
-                           (unsigned long long)n);
+    if (!text)
+        return fail(MXP_ENOMEM, "%s: out of memory for a %llu-byte header", file,
+                    (unsigned long long)n);
     st = read_at(s, 8, text, (size_t)n);
     if (st) {
         free(text);
@@ -475,18 +511,22 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
     if (!root) {
         disarm();
         if (over)
-            return fail(MXP_EFORMAT, "%s: the JSON header needs more than %zu bytes of memory to "
-                        "parse (rule: header-memory)", file, budget);
-        const char *rule = json_error_code(&jerr) == json_error_duplicate_key ? "duplicate-key"
-                                                                               : "json";
+            return fail(MXP_EFORMAT,
+                        "%s: the JSON header needs more than %zu bytes of memory to "
+                        "parse (rule: header-memory)",
+                        file, budget);
+        const char *rule =
+            json_error_code(&jerr) == json_error_duplicate_key ? "duplicate-key" : "json";
         return fail(MXP_EFORMAT, "%s: header is not valid JSON: %s at byte %d (rule: %s)", file,
                     jerr.text, jerr.position, rule);
     }
     if (!json_is_object(root)) {
         json_decref(root);
         disarm();
-        return fail(MXP_EFORMAT, "%s: header is a JSON array, expected an object "
-                    "(rule: json-object)", file);
+        return fail(MXP_EFORMAT,
+                    "%s: header is a JSON array, expected an object "
+                    "(rule: json-object)",
+                    file);
     }
     size_t nkeys = json_object_size(root);
     t = calloc(nkeys ? nkeys : 1, sizeof *t);
@@ -500,8 +540,10 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
     {
         if (strcmp(key, "__metadata__") == 0) {
             if (!json_is_object(v)) {
-                st = fail(MXP_EFORMAT, "%s: __metadata__ is %s, expected an object of strings "
-                          "(rule: metadata)", file, json_kind(v));
+                st = fail(MXP_EFORMAT,
+                          "%s: __metadata__ is %s, expected an object of strings "
+                          "(rule: metadata)",
+                          file, json_kind(v));
                 goto out;
             }
             size_t mcount = json_object_size(v);
@@ -515,8 +557,10 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
             json_object_foreach(v, mk, mv)
             {
                 if (!json_is_string(mv)) {
-                    st = fail(MXP_EFORMAT, "%s: __metadata__ '%s' is %s, expected a string "
-                              "(rule: metadata)", file, SHOW(mk), json_kind(mv));
+                    st = fail(MXP_EFORMAT,
+                              "%s: __metadata__ '%s' is %s, expected a string "
+                              "(rule: metadata)",
+                              file, SHOW(mk), json_kind(mv));
                     goto out;
                 }
                 meta[2 * nm] = strdup(mk);
@@ -557,55 +601,67 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
             const mxst_tensor *c = &t[ord[k].idx];
             char shp[96];
             if (c->end < c->begin) {
-                st = fail(MXP_EFORMAT, "%s: tensor '%s': data_offsets [%llu, %llu) end before "
-                          "they begin (rule: offsets)", file, SHOW(c->name),
-                          (unsigned long long)c->begin, (unsigned long long)c->end);
+                st = fail(MXP_EFORMAT,
+                          "%s: tensor '%s': data_offsets [%llu, %llu) end before "
+                          "they begin (rule: offsets)",
+                          file, SHOW(c->name), (unsigned long long)c->begin,
+                          (unsigned long long)c->end);
             } else if (c->begin < expect) {
-                st = fail(MXP_EFORMAT, "%s: tensor '%s': data_offsets [%llu, %llu) overlap tensor "
-                          "'%s', which ends at %llu (rule: overlap)", file, SHOW(c->name),
-                          (unsigned long long)c->begin, (unsigned long long)c->end,
-                          prev ? SHOW(prev) : "?", (unsigned long long)expect);
+                st = fail(MXP_EFORMAT,
+                          "%s: tensor '%s': data_offsets [%llu, %llu) overlap tensor "
+                          "'%s', which ends at %llu (rule: overlap)",
+                          file, SHOW(c->name), (unsigned long long)c->begin,
+                          (unsigned long long)c->end, prev ? SHOW(prev) : "?",
+                          (unsigned long long)expect);
             } else if (c->begin > expect) {
                 if (prev)
-                    st = fail(MXP_EFORMAT, "%s: tensor '%s': data_offsets begin at %llu, leaving "
-                              "a gap of %llu bytes after tensor '%s' (rule: gap)", file,
-                              SHOW(c->name), (unsigned long long)c->begin,
+                    st = fail(MXP_EFORMAT,
+                              "%s: tensor '%s': data_offsets begin at %llu, leaving "
+                              "a gap of %llu bytes after tensor '%s' (rule: gap)",
+                              file, SHOW(c->name), (unsigned long long)c->begin,
                               (unsigned long long)(c->begin - expect), SHOW(prev));
                 else
-                    st = fail(MXP_EFORMAT, "%s: tensor '%s': data_offsets begin at %llu, but the "
-                              "first tensor must begin at 0 (rule: gap)", file, SHOW(c->name),
-                              (unsigned long long)c->begin);
+                    st = fail(MXP_EFORMAT,
+                              "%s: tensor '%s': data_offsets begin at %llu, but the "
+                              "first tensor must begin at 0 (rule: gap)",
+                              file, SHOW(c->name), (unsigned long long)c->begin);
             } else if (c->end - c->begin != c->nbytes) {
                 shape_text(shp, sizeof shp, c);
-                st = fail(MXP_EFORMAT, "%s: tensor '%s': data_offsets [%llu, %llu) hold %llu "
-                          "bytes but %s %s needs %llu (rule: size)", file, SHOW(c->name),
-                          (unsigned long long)c->begin, (unsigned long long)c->end,
-                          (unsigned long long)(c->end - c->begin), mxst_dtype_name(c->dtype), shp,
-                          (unsigned long long)c->nbytes);
+                st = fail(MXP_EFORMAT,
+                          "%s: tensor '%s': data_offsets [%llu, %llu) hold %llu "
+                          "bytes but %s %s needs %llu (rule: size)",
+                          file, SHOW(c->name), (unsigned long long)c->begin,
+                          (unsigned long long)c->end, (unsigned long long)(c->end - c->begin),
+                          mxst_dtype_name(c->dtype), shp, (unsigned long long)c->nbytes);
             } else if (c->end > datalen) {
-                st = fail(MXP_EFORMAT, "%s: tensor '%s': data_offsets [%llu, %llu) run past the "
+                st = fail(MXP_EFORMAT,
+                          "%s: tensor '%s': data_offsets [%llu, %llu) run past the "
                           "end of the data buffer (%llu bytes): truncated file or offsets out of "
-                          "range (rule: truncated)", file, SHOW(c->name),
-                          (unsigned long long)c->begin, (unsigned long long)c->end,
-                          (unsigned long long)datalen);
+                          "range (rule: truncated)",
+                          file, SHOW(c->name), (unsigned long long)c->begin,
+                          (unsigned long long)c->end, (unsigned long long)datalen);
             } else if (strict && mxst_dtype_bits(c->dtype) >= 8 &&
                        c->begin % (mxst_dtype_bits(c->dtype) / 8) != 0) {
-                st = fail(MXP_EFORMAT, "%s: tensor '%s': data begins at %llu, not a multiple of "
-                          "its %u-byte element (rule: strict-alignment)", file, SHOW(c->name),
-                          (unsigned long long)c->begin, mxst_dtype_bits(c->dtype) / 8);
+                st = fail(MXP_EFORMAT,
+                          "%s: tensor '%s': data begins at %llu, not a multiple of "
+                          "its %u-byte element (rule: strict-alignment)",
+                          file, SHOW(c->name), (unsigned long long)c->begin,
+                          mxst_dtype_bits(c->dtype) / 8);
             }
             expect = c->end;
             prev = c->name;
         }
         if (st == MXP_OK && expect != datalen)
-            st = fail(MXP_EFORMAT, "%s: %llu trailing bytes: the tensors end at byte %llu of the "
-                      "data buffer, which holds %llu bytes (rule: trailing)", file,
-                      (unsigned long long)(datalen - expect), (unsigned long long)expect,
+            st = fail(MXP_EFORMAT,
+                      "%s: %llu trailing bytes: the tensors end at byte %llu of the "
+                      "data buffer, which holds %llu bytes (rule: trailing)",
+                      file, (unsigned long long)(datalen - expect), (unsigned long long)expect,
                       (unsigned long long)datalen);
         if (st == MXP_OK && strict && (8 + n) % 8 != 0)
-            st = fail(MXP_EFORMAT, "%s: the data buffer starts at byte %llu, not a multiple of 8 "
-                      "(header not padded) (rule: strict-alignment)", file,
-                      (unsigned long long)(8 + n));
+            st = fail(MXP_EFORMAT,
+                      "%s: the data buffer starts at byte %llu, not a multiple of 8 "
+                      "(header not padded) (rule: strict-alignment)",
+                      file, (unsigned long long)(8 + n));
         if (st == MXP_OK) {
             /* keep the tensors in offset order */
             mxst_tensor *sorted = malloc((nt ? nt : 1) * sizeof *sorted);
@@ -753,8 +809,10 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict)
     if (idx.size > MXST_MAX_HEADER) {
         close(idx.fd);
         free(idx.path);
-        return fail(MXP_EFORMAT, "%s: index of %llu bytes is over the limit of %u (rule: "
-                    "index-limit)", file, (unsigned long long)idx.size, MXST_MAX_HEADER);
+        return fail(MXP_EFORMAT,
+                    "%s: index of %llu bytes is over the limit of %u (rule: "
+                    "index-limit)",
+                    file, (unsigned long long)idx.size, MXST_MAX_HEADER);
     }
     char *text = malloc((size_t)idx.size + 1);
     if (!text) {
@@ -796,8 +854,10 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict)
     }
     if (md) {
         if (!json_is_object(md)) {
-            st = fail(MXP_EFORMAT, "%s: index \"metadata\" is %s, expected an object (rule: "
-                      "index)", file, json_kind(md));
+            st = fail(MXP_EFORMAT,
+                      "%s: index \"metadata\" is %s, expected an object (rule: "
+                      "index)",
+                      file, json_kind(md));
             goto out;
         }
         json_t *ts = json_object_get(md, "total_size");
@@ -807,8 +867,10 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict)
                 json_real_value(ts) < 1.8e19) {
                 total = (uint64_t)json_real_value(ts); /* some writers emit 1234.0 */
             } else if (!json_u64(ts, &total)) {
-                st = fail(MXP_EFORMAT, "%s: metadata.total_size is %s, expected a non-negative "
-                          "integer (rule: index)", file, json_kind(ts));
+                st = fail(MXP_EFORMAT,
+                          "%s: metadata.total_size is %s, expected a non-negative "
+                          "integer (rule: index)",
+                          file, json_kind(ts));
                 goto out;
             }
             have_total = true;
@@ -826,14 +888,18 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict)
         json_object_foreach(wm, k, v)
         {
             if (!json_is_string(v)) {
-                st = fail(MXP_EFORMAT, "%s: weight_map['%s'] is %s, expected a shard file name "
-                          "(rule: index)", file, SHOW(k), json_kind(v));
+                st = fail(MXP_EFORMAT,
+                          "%s: weight_map['%s'] is %s, expected a shard file name "
+                          "(rule: index)",
+                          file, SHOW(k), json_kind(v));
                 goto out;
             }
             const char *sn = json_string_value(v);
             if (!*sn || strchr(sn, '/') || !strcmp(sn, ".") || !strcmp(sn, "..")) {
-                st = fail(MXP_EFORMAT, "%s: weight_map['%s'] = '%s' is not a plain file name in "
-                          "the index's directory (rule: index-shard-name)", file, SHOW(k), SHOW(sn));
+                st = fail(MXP_EFORMAT,
+                          "%s: weight_map['%s'] = '%s' is not a plain file name in "
+                          "the index's directory (rule: index-shard-name)",
+                          file, SHOW(k), SHOW(sn));
                 goto out;
             }
             names[nnames++] = (char *)sn; /* borrowed from root for now */
@@ -918,9 +984,10 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict)
             /* the same name in an earlier shard? (the hash finds the first) */
             const mxst_tensor *t = &f->t[i], *first = mxst_find(f, t->name);
             if (first != t) {
-                st = fail(MXP_EFORMAT, "%s: tensor '%s' is in two shards, %s and %s (rule: "
-                          "index-duplicate)", file, SHOW(t->name), SHOW(names[first->shard]),
-                          SHOW(names[t->shard]));
+                st = fail(MXP_EFORMAT,
+                          "%s: tensor '%s' is in two shards, %s and %s (rule: "
+                          "index-duplicate)",
+                          file, SHOW(t->name), SHOW(names[first->shard]), SHOW(names[t->shard]));
                 goto out;
             }
         }
@@ -929,14 +996,17 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict)
             const char *shard_name = names[t->shard];
             json_t *m = json_object_get(wm, t->name);
             if (!m) {
-                st = fail(MXP_EFORMAT, "%s: tensor '%s' of shard %s is not in weight_map (rule: "
-                          "index-unmapped)", file, SHOW(t->name), SHOW(shard_name));
+                st = fail(MXP_EFORMAT,
+                          "%s: tensor '%s' of shard %s is not in weight_map (rule: "
+                          "index-unmapped)",
+                          file, SHOW(t->name), SHOW(shard_name));
                 goto out;
             }
             if (strcmp(json_string_value(m), shard_name) != 0) {
-                st = fail(MXP_EFORMAT, "%s: tensor '%s' is in shard %s but weight_map says %s "
-                          "(rule: index-shard)", file, SHOW(t->name), SHOW(shard_name),
-                          SHOW(json_string_value(m)));
+                st = fail(MXP_EFORMAT,
+                          "%s: tensor '%s' is in shard %s but weight_map says %s "
+                          "(rule: index-shard)",
+                          file, SHOW(t->name), SHOW(shard_name), SHOW(json_string_value(m)));
                 goto out;
             }
             bytes += t->nbytes;
@@ -946,16 +1016,18 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict)
         json_object_foreach(wm, k, v)
         {
             if (!mxst_find(f, k)) {
-                st = fail(MXP_EFORMAT, "%s: weight_map maps tensor '%s' to %s, which does not "
-                          "hold it (rule: index-missing)", file, SHOW(k),
-                          SHOW(json_string_value(v)));
+                st = fail(MXP_EFORMAT,
+                          "%s: weight_map maps tensor '%s' to %s, which does not "
+                          "hold it (rule: index-missing)",
+                          file, SHOW(k), SHOW(json_string_value(v)));
                 goto out;
             }
         }
         if (strict && have_total && total != bytes) {
-            st = fail(MXP_EFORMAT, "%s: metadata.total_size is %llu but the tensors hold %llu "
-                      "bytes (rule: strict-total-size)", file, (unsigned long long)total,
-                      (unsigned long long)bytes);
+            st = fail(MXP_EFORMAT,
+                      "%s: metadata.total_size is %llu but the tensors hold %llu "
+                      "bytes (rule: strict-total-size)",
+                      file, (unsigned long long)total, (unsigned long long)bytes);
             goto out;
         }
     }
@@ -1014,9 +1086,10 @@ mxp_status mxst_read(const mxst_file *f, const mxst_tensor *t, uint64_t offset, 
 {
     if (!f || !t || (!buf && len)) return fail(MXP_EINVAL, "mxst_read: NULL argument");
     if (t->shard >= f->nshards || offset > t->nbytes || len > t->nbytes - offset)
-        return fail(MXP_EINVAL, "mxst_read: tensor '%s': bytes [%llu, +%zu) outside its %llu "
-                    "bytes", SHOW(t->name), (unsigned long long)offset, len,
-                    (unsigned long long)t->nbytes);
+        return fail(MXP_EINVAL,
+                    "mxst_read: tensor '%s': bytes [%llu, +%zu) outside its %llu "
+                    "bytes",
+                    SHOW(t->name), (unsigned long long)offset, len, (unsigned long long)t->nbytes);
     const shard *s = &f->shards[t->shard];
     return read_at(s, 8 + s->hlen + t->begin + offset, buf, len);
 }
@@ -1120,8 +1193,8 @@ static mxp_status publish(const char *tmp, const char *path, unsigned flags)
 {
     if (flags & MXST_OVERWRITE) {
         if (rename(tmp, path) != 0)
-            return fail(MXP_EIO, "%s: cannot rename the temporary file into place: %s",
-                        SHOW(path), strerror(errno));
+            return fail(MXP_EIO, "%s: cannot rename the temporary file into place: %s", SHOW(path),
+                        strerror(errno));
     } else if (link(tmp, path) == 0) {
         unlink(tmp);
     } else if (errno == EEXIST) {
@@ -1132,8 +1205,8 @@ static mxp_status publish(const char *tmp, const char *path, unsigned flags)
         if (lstat(path, &sb) == 0)
             return fail(MXP_EEXIST, "%s: already exists (use --force to overwrite)", SHOW(path));
         if (rename(tmp, path) != 0)
-            return fail(MXP_EIO, "%s: cannot rename the temporary file into place: %s",
-                        SHOW(path), strerror(errno));
+            return fail(MXP_EIO, "%s: cannot rename the temporary file into place: %s", SHOW(path),
+                        strerror(errno));
     }
     fsync_dir(path);
     return MXP_OK;
@@ -1193,9 +1266,9 @@ struct mxst_writer {
     bool finished, failed;
     wtensor *t;
     size_t n;
-    size_t *order; /* file position -> input index */
-    size_t pos;    /* file position of the current tensor */
-    uint64_t in_cur;  /* bytes written into the current tensor */
+    size_t *order;   /* file position -> input index */
+    size_t pos;      /* file position of the current tensor */
+    uint64_t in_cur; /* bytes written into the current tensor */
     uint64_t written, data_size, header_len;
 };
 
@@ -1275,13 +1348,17 @@ mxp_status mxst_writer_begin(const char *path, const mxst_spec *tensors, size_t 
         for (size_t d = 0; d < s->ndim; d++) {
             t->shape[d] = s->shape[d];
             if (s->shape[d] > (uint64_t)INT64_MAX) ovf = true;
-            if (s->shape[d] && numel > UINT64_MAX / s->shape[d]) ovf = true;
-            else numel *= s->shape[d];
+            if (s->shape[d] && numel > UINT64_MAX / s->shape[d])
+                ovf = true;
+            else
+                numel *= s->shape[d];
         }
         unsigned bits = mxst_dtype_bits(s->dtype);
         if (ovf || numel > UINT64_MAX / bits || (numel * bits) % 8)
-            st = fail(MXP_EINVAL, "%s: tensor '%s': size overflows or is not a whole number of "
-                      "bytes (rule: size)", SHOW(path), SHOW(s->name));
+            st = fail(MXP_EINVAL,
+                      "%s: tensor '%s': size overflows or is not a whole number of "
+                      "bytes (rule: size)",
+                      SHOW(path), SHOW(s->name));
         t->nbytes = numel * bits / 8;
     }
     for (size_t i = 0; i < npairs && st == MXP_OK; i++) {
@@ -1334,8 +1411,10 @@ mxp_status mxst_writer_begin(const char *path, const mxst_spec *tensors, size_t 
         jfail |= json_object_set_new(meta, meta_kv[2 * i], json_string(meta_kv[2 * i + 1]));
     }
     if (!have_format && !jfail) jfail |= json_object_set_new(meta, "format", json_string("pt"));
-    if (!jfail) jfail |= json_object_set_new(root, "__metadata__", meta);
-    else json_decref(meta);
+    if (!jfail)
+        jfail |= json_object_set_new(root, "__metadata__", meta);
+    else
+        json_decref(meta);
     uint64_t off = 0;
     for (size_t k = 0; k < n && !jfail; k++) {
         wtensor *t = &w->t[w->order[k]];
@@ -1365,10 +1444,12 @@ mxp_status mxst_writer_begin(const char *path, const mxst_spec *tensors, size_t 
     json_decref(root);
     if (!text) {
         writer_free(w);
-        return jfail == 2 ? fail(MXP_EINVAL, "%s: the data buffer would exceed 2^63 bytes",
-                                 SHOW(path))
-                          : fail(MXP_EINVAL, "%s: cannot build the header (invalid UTF-8 in a "
-                                 "name or metadata, or out of memory)", SHOW(path));
+        return jfail == 2
+                   ? fail(MXP_EINVAL, "%s: the data buffer would exceed 2^63 bytes", SHOW(path))
+                   : fail(MXP_EINVAL,
+                          "%s: cannot build the header (invalid UTF-8 in a "
+                          "name or metadata, or out of memory)",
+                          SHOW(path));
     }
     w->data_size = off;
     size_t tl = strlen(text), padded = (tl + 7) / 8 * 8;
@@ -1445,8 +1526,10 @@ mxp_status mxst_writer_write(mxst_writer *w, const void *buf, size_t len)
         return fail(MXP_EINVAL, "%s: write after a failure or after finish", SHOW(w->path));
     if (len > w->data_size - w->written) {
         w->failed = true;
-        return fail(MXP_EINVAL, "%s: %zu more bytes than the tensors hold (%llu of %llu "
-                    "written)", SHOW(w->path), len, (unsigned long long)w->written,
+        return fail(MXP_EINVAL,
+                    "%s: %zu more bytes than the tensors hold (%llu of %llu "
+                    "written)",
+                    SHOW(w->path), len, (unsigned long long)w->written,
                     (unsigned long long)w->data_size);
     }
     mxp_status st = write_all(w->fd, w->path, buf, len);
@@ -1477,9 +1560,11 @@ mxp_status mxst_writer_finish(mxst_writer *w)
     if (w->failed) return fail(MXP_EINVAL, "%s: finish after a failed write", SHOW(w->path));
     if (w->written != w->data_size) {
         size_t cur = mxst_writer_current(w);
-        return fail(MXP_EINVAL, "%s: only %llu of %llu data bytes written (tensor '%s' "
-                    "incomplete)", SHOW(w->path), (unsigned long long)w->written,
-                    (unsigned long long)w->data_size, cur < w->n ? SHOW(w->t[cur].name) : "?");
+        return fail(MXP_EINVAL,
+                    "%s: only %llu of %llu data bytes written (tensor '%s' "
+                    "incomplete)",
+                    SHOW(w->path), (unsigned long long)w->written, (unsigned long long)w->data_size,
+                    cur < w->n ? SHOW(w->t[cur].name) : "?");
     }
     if (!(w->flags & MXST_NO_FSYNC) && fsync(w->fd) != 0) {
         w->failed = true;

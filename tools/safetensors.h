@@ -56,9 +56,28 @@ extern "C" {
 /** The 22 dtypes of the reference implementation, in its order (the writer sorts by this
  *  order, descending, then by name). */
 typedef enum mxst_dtype {
-    MXST_BOOL, MXST_F4, MXST_F6_E2M3, MXST_F6_E3M2, MXST_U8, MXST_I8, MXST_F8_E5M2, MXST_F8_E4M3,
-    MXST_F8_E8M0, MXST_F8_E4M3FNUZ, MXST_F8_E5M2FNUZ, MXST_I16, MXST_U16, MXST_F16, MXST_BF16,
-    MXST_I32, MXST_U32, MXST_F32, MXST_C64, MXST_F64, MXST_I64, MXST_U64
+    MXST_BOOL,
+    MXST_F4,
+    MXST_F6_E2M3,
+    MXST_F6_E3M2,
+    MXST_U8,
+    MXST_I8,
+    MXST_F8_E5M2,
+    MXST_F8_E4M3,
+    MXST_F8_E8M0,
+    MXST_F8_E4M3FNUZ,
+    MXST_F8_E5M2FNUZ,
+    MXST_I16,
+    MXST_U16,
+    MXST_F16,
+    MXST_BF16,
+    MXST_I32,
+    MXST_U32,
+    MXST_F32,
+    MXST_C64,
+    MXST_F64,
+    MXST_I64,
+    MXST_U64
 } mxst_dtype;
 #define MXST_DTYPE_COUNT 22
 
@@ -84,7 +103,7 @@ const char *mxst_last_error(void);
 
 /** One tensor of an open file or checkpoint. Owned by the mxst_file; valid until it closes. */
 typedef struct mxst_tensor {
-    const char *name;      /* UTF-8, no NUL inside */
+    const char *name; /* UTF-8, no NUL inside */
     mxst_dtype dtype;
     size_t ndim;
     const uint64_t *shape; /* ndim dimensions (NULL when ndim == 0: a scalar) */

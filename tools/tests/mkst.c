@@ -117,21 +117,46 @@ static double widen(const unsigned char *p, mxst_dtype d)
         memcpy(&v, &u, 8);
         return v;
     }
-    case MXST_F32: ebits = 8; mbits = 23; bias = 127; break;
-    case MXST_F16: ebits = 5; mbits = 10; bias = 15; break;
-    case MXST_BF16: ebits = 8; mbits = 7; bias = 127; break;
-    case MXST_F8_E4M3: ebits = 4; mbits = 3; bias = 7; break;
-    case MXST_F8_E5M2: ebits = 5; mbits = 2; bias = 15; break;
-    default: return (double)NAN;
+    case MXST_F32:
+        ebits = 8;
+        mbits = 23;
+        bias = 127;
+        break;
+    case MXST_F16:
+        ebits = 5;
+        mbits = 10;
+        bias = 15;
+        break;
+    case MXST_BF16:
+        ebits = 8;
+        mbits = 7;
+        bias = 127;
+        break;
+    case MXST_F8_E4M3:
+        ebits = 4;
+        mbits = 3;
+        bias = 7;
+        break;
+    case MXST_F8_E5M2:
+        ebits = 5;
+        mbits = 2;
+        bias = 15;
+        break;
+    default:
+        return (double)NAN;
     }
     int sign = (int)(u >> (ebits + mbits)) & 1;
     int e = (int)(u >> mbits) & ((1 << ebits) - 1);
     uint64_t m = u & ((1ull << mbits) - 1);
     double v;
-    if (d == MXST_F8_E4M3 && e == 15 && m == 7) v = (double)NAN;
-    else if (d != MXST_F8_E4M3 && e == (1 << ebits) - 1) v = m ? (double)NAN : (double)INFINITY;
-    else if (e == 0) v = ldexp((double)m, 1 - bias - mbits);
-    else v = ldexp((double)(m | (1ull << mbits)), e - bias - mbits);
+    if (d == MXST_F8_E4M3 && e == 15 && m == 7)
+        v = (double)NAN;
+    else if (d != MXST_F8_E4M3 && e == (1 << ebits) - 1)
+        v = m ? (double)NAN : (double)INFINITY;
+    else if (e == 0)
+        v = ldexp((double)m, 1 - bias - mbits);
+    else
+        v = ldexp((double)(m | (1ull << mbits)), e - bias - mbits);
     return sign ? -v : v;
 }
 
@@ -151,13 +176,16 @@ static int dump_cmd(const char *path, const char *name)
     mxst_read(f, t, 0, b, (size_t)t->nbytes);
     unsigned es = mxst_dtype_bits(t->dtype) / 8;
     for (uint64_t i = 0; i < t->numel; i++) {
-        if (t->dtype == MXST_I8) printf("%d\n", (int)(signed char)b[i]);
-        else if (t->dtype == MXST_U8) printf("%u\n", b[i]);
+        if (t->dtype == MXST_I8)
+            printf("%d\n", (int)(signed char)b[i]);
+        else if (t->dtype == MXST_U8)
+            printf("%u\n", b[i]);
         else if (t->dtype == MXST_I64) {
             int64_t v;
             memcpy(&v, b + 8 * i, 8);
             printf("%lld\n", (long long)v);
-        } else printf("%.17g\n", widen(b + i * es, t->dtype));
+        } else
+            printf("%.17g\n", widen(b + i * es, t->dtype));
     }
     free(b);
     mxst_close(f);

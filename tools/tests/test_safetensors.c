@@ -83,12 +83,12 @@ static void test_dtypes(void **state)
     static const struct {
         const char *name;
         unsigned bits;
-    } ref[] = {{"BOOL", 8},     {"F4", 4},           {"F6_E2M3", 6},      {"F6_E3M2", 6},
-               {"U8", 8},       {"I8", 8},           {"F8_E5M2", 8},      {"F8_E4M3", 8},
-               {"F8_E8M0", 8},  {"F8_E4M3FNUZ", 8},  {"F8_E5M2FNUZ", 8},  {"I16", 16},
-               {"U16", 16},     {"F16", 16},         {"BF16", 16},        {"I32", 32},
-               {"U32", 32},     {"F32", 32},         {"C64", 64},         {"F64", 64},
-               {"I64", 64},     {"U64", 64}};
+    } ref[] = {{"BOOL", 8},    {"F4", 4},          {"F6_E2M3", 6},     {"F6_E3M2", 6},
+               {"U8", 8},      {"I8", 8},          {"F8_E5M2", 8},     {"F8_E4M3", 8},
+               {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},
+               {"U16", 16},    {"F16", 16},        {"BF16", 16},       {"I32", 32},
+               {"U32", 32},    {"F32", 32},        {"C64", 64},        {"F64", 64},
+               {"I64", 64},    {"U64", 64}};
     assert_int_equal(sizeof ref / sizeof ref[0], MXST_DTYPE_COUNT);
     for (int i = 0; i < MXST_DTYPE_COUNT; i++) {
         mxst_dtype d;
@@ -120,7 +120,8 @@ static void test_good_files(void **state)
 {
     (void)state;
     /* the reference's documented example: I32 [2,2], 16 bytes */
-    mxst_file *f = expect_good("{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}", 16);
+    mxst_file *f =
+        expect_good("{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}", 16);
     assert_int_equal(mxst_count(f), 1);
     const mxst_tensor *t = mxst_find(f, "test");
     assert_non_null(t);
@@ -158,7 +159,8 @@ static void test_good_files(void **state)
     mxst_close(expect_good("{\"q\":{\"dtype\":\"F4\",\"shape\":[3,2],\"data_offsets\":[0,3]}}", 3));
     /* huge shape with a zero dimension: 0 bytes */
     mxst_close(expect_good("{\"q\":{\"dtype\":\"F32\",\"shape\":[0,9223372036854775807],"
-                           "\"data_offsets\":[0,0]}}", 0));
+                           "\"data_offsets\":[0,0]}}",
+                           0));
 }
 
 static void test_bad_files(void **state)
@@ -184,7 +186,8 @@ static void test_bad_files(void **state)
     expect_bad(h, 12, "'a'", "rule: gap", NULL);
     /* offsets out of range (far past the end of the file) */
     expect_bad("{\"a\":{\"dtype\":\"U8\",\"shape\":[1000000000000],"
-               "\"data_offsets\":[0,1000000000000]}}", 4, "'a'", "rule: truncated", NULL);
+               "\"data_offsets\":[0,1000000000000]}}",
+               4, "'a'", "rule: truncated", NULL);
     /* end before begin */
     snprintf(h, sizeof h, "{\"a\":{%s,\"data_offsets\":[8,0]}}", T1);
     expect_bad(h, 8, "'a'", "rule: offsets", NULL);
@@ -196,7 +199,8 @@ static void test_bad_files(void **state)
                "unknown dtype 'F13'", "rule: dtype", NULL);
     expect_bad("{\"w\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "rule: dtype",
                NULL);
-    expect_bad("{\"w\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "rule: dtype", NULL);
+    expect_bad("{\"w\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "rule: dtype",
+               NULL);
     /* non-integer numbers, negative numbers, wrong types */
     expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1.0],\"data_offsets\":[0,4]}}", 4,
                "shape[0] is a non-integer number", "rule: shape", NULL);
@@ -204,23 +208,26 @@ static void test_bad_files(void **state)
                "data_offsets[1] is a non-integer number", "rule: offsets", NULL);
     expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4e0]}}", 4,
                "rule: offsets", NULL);
-    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4,
-               "negative", "rule: shape", NULL);
+    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "negative",
+               "rule: shape", NULL);
     expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":\"1\",\"data_offsets\":[0,4]}}", 4,
                "rule: shape", NULL);
     expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", 4,
                "rule: offsets", NULL);
     /* numbers past 64 bits */
-    expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,99999999999999999999]}}",
-               4, "rule: json", NULL);
+    expect_bad(
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,99999999999999999999]}}", 4,
+        "rule: json", NULL);
     /* huge shapes whose product overflows, and element bits that overflow */
-    expect_bad("{\"w\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}",
-               0, "'w'", "rule: overflow", NULL);
+    expect_bad(
+        "{\"w\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}", 0,
+        "'w'", "rule: overflow", NULL);
     expect_bad("{\"w\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}",
                0, "'w'", "rule: overflow", NULL);
     /* an overflowing product is refused even when a later dimension is 0 */
     expect_bad("{\"w\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296,2,0],"
-               "\"data_offsets\":[0,0]}}", 0, "rule: overflow", NULL);
+               "\"data_offsets\":[0,0]}}",
+               0, "rule: overflow", NULL);
     /* sub-byte sizes that are not whole bytes */
     expect_bad("{\"w\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}", 2,
                "rule: whole-bytes", NULL);
@@ -232,8 +239,8 @@ static void test_bad_files(void **state)
     expect_bad("{\"w\":[1,2]}", 0, "rule: entry", NULL);
     /* duplicate keys at every level */
     expect_bad("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-               "\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
-               "rule: duplicate-key", NULL);
+               "\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+               1, "rule: duplicate-key", NULL);
     expect_bad("{\"w\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
                1, "rule: duplicate-key", NULL);
     expect_bad("{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}", 0, "rule: duplicate-key", NULL);
@@ -285,7 +292,8 @@ static void test_bad_files(void **state)
     assert_non_null(strstr(mxst_last_error(), "rule: strict-alignment"));
     free(s1);
     char hs[200];
-    int hl = snprintf(hs, sizeof hs, "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":"
+    int hl = snprintf(hs, sizeof hs,
+                      "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":"
                       "[0,2]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}");
     while (hl % 8) hs[hl++] = ' ';
     hs[hl] = '\0';
@@ -373,12 +381,11 @@ static void test_writer_layout(void **state)
     assert_int_equal(mxst_writer_write(w, data, 15), MXP_OK);
     assert_int_equal(mxst_writer_commit(w), MXP_OK);
 
-    const char *want =
-        "{\"__metadata__\":{\"k\":\"v\\\"q\",\"format\":\"pt\"},"
-        "\"c\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]},"
-        "\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[4,8]},"
-        "\"b\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[8,12]},"
-        "\"i\":{\"dtype\":\"I8\",\"shape\":[1,3],\"data_offsets\":[12,15]}}";
+    const char *want = "{\"__metadata__\":{\"k\":\"v\\\"q\",\"format\":\"pt\"},"
+                       "\"c\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]},"
+                       "\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[4,8]},"
+                       "\"b\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[8,12]},"
+                       "\"i\":{\"dtype\":\"I8\",\"shape\":[1,3],\"data_offsets\":[12,15]}}";
     size_t wl = strlen(want), padded = (wl + 7) / 8 * 8;
     unsigned char *got;
     size_t gs;
@@ -457,10 +464,14 @@ static void test_sharded(void **state)
     snprintf(p1, sizeof p1, "%s/model-00001-of-00002.safetensors", g_dir);
     snprintf(p2, sizeof p2, "%s/model-00002-of-00002.safetensors", g_dir);
     snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", g_dir);
-    write_file(p1, "{\"__metadata__\":{\"format\":\"pt\"},"
-                   "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
-    write_file(p2, "{\"b\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]},"
-                   "\"c\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[4,5]}}", 5);
+    write_file(p1,
+               "{\"__metadata__\":{\"format\":\"pt\"},"
+               "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+               8);
+    write_file(p2,
+               "{\"b\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+               "\"c\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[4,5]}}",
+               5);
     write_text(idx, "{\"metadata\":{\"total_size\":13},\"weight_map\":{"
                     "\"a\":\"model-00001-of-00002.safetensors\","
                     "\"c\":\"model-00002-of-00002.safetensors\","
@@ -508,8 +519,10 @@ static void test_sharded(void **state)
     assert_int_equal(mxst_open(idx, false, &f), MXP_EFORMAT);
     assert_non_null(strstr(mxst_last_error(), "rule: index-unmapped"));
     /* a tensor in two shards */
-    write_file(p1, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                   "\"c\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[8,9]}}", 9);
+    write_file(p1,
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+               "\"c\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[8,9]}}",
+               9);
     write_text(idx, "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\","
                     "\"c\":\"model-00002-of-00002.safetensors\","
                     "\"b\":\"model-00002-of-00002.safetensors\"}}");
@@ -568,8 +581,8 @@ int main(void)
     snprintf(g_dir, sizeof g_dir, "%s/test_safetensors.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(g_dir)) return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dtypes),       cmocka_unit_test(test_good_files),
-        cmocka_unit_test(test_bad_files),    cmocka_unit_test(test_memory_bound),
+        cmocka_unit_test(test_dtypes),        cmocka_unit_test(test_good_files),
+        cmocka_unit_test(test_bad_files),     cmocka_unit_test(test_memory_bound),
         cmocka_unit_test(test_writer_layout), cmocka_unit_test(test_sharded),
         cmocka_unit_test(test_parse_size),
     };
