@@ -171,6 +171,27 @@ else
 fi
 rm -f sig.safetensors sigout.safetensors
 
+# ---- a file larger than 4 GiB (sparse: a 5 GiB U8 tensor of zeros, then two floats) ----------
+if [ -n "$PY" ] && $PY - <<'PY'
+import json, struct
+h = json.dumps({"big": {"dtype": "U8", "shape": [5 << 30], "data_offsets": [0, 5 << 30]},
+                "tail": {"dtype": "F32", "shape": [2], "data_offsets": [5 << 30, (5 << 30) + 8]}},
+               separators=(",", ":")).encode()
+with open("huge.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    f.seek(8 + len(h) + (5 << 30))
+    f.write(struct.pack("<2f", 1.5, -2.25))
+PY
+then
+    expect 0 "a 5 GiB file validates" "$M" validate huge.safetensors
+    "$K" dump huge.safetensors tail > tail.txt
+    printf '1.5\n-2.25\n' > tail.want
+    cmp -s tail.txt tail.want && ok "a tensor past 4 GiB reads back" || bad "tensor past 4 GiB"
+    expect 0 "report reads past 4 GiB" "$M" report huge.safetensors --dtype bf16 --json
+    has out.txt '"tail".*"sqnr_db":"inf"' "report of the tensor past 4 GiB (exact in bf16)"
+    rm -f huge.safetensors
+fi
+
 # ---- sharded checkpoints ----------------------------------------------------------------------
 mkdir -p sh
 expect 2 "--max-shard-size without a unit" "$M" cast model.safetensors sh/model.safetensors.index.json --policy bf16 --max-shard-size 1000
