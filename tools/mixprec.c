@@ -239,8 +239,9 @@ static int parse_opts(int argc, char **argv, const char *allowed, int maxpos, op
             char *end;
             errno = 0;
             long t = strtol(val, &end, 10);
-            if (errno || *end || end == val || t < 1 || t > 1024)
-                return err(EXIT_USAGE, "--threads '%s': expected an integer from 1 to 1024", val);
+            if (errno || *end || end == val || t < 0 || t > 1024)
+                return err(EXIT_USAGE,
+                           "--threads '%s': expected an integer from 0 (the default) to 1024", val);
             o->threads = (int)t;
         }
     }
@@ -330,7 +331,7 @@ static const char *HELP_CAST =
     "  --saturate            overflow becomes +-max finite instead of inf\n"
     "  --dry-run             print the plan (tensor -> rule -> dtype -> bytes) and totals only\n"
     "  --force               replace an existing OUT\n"
-    "  --threads N           conversion threads (default: online CPUs, at most 8)\n"
+    "  --threads N           conversion threads (0, the default: online CPUs, at most 8)\n"
     "  --quiet               no progress on stderr\n"
     "  --max-shard-size S    with an index OUT: shard size with a unit (5GB, 500MB, 2GiB)\n"
     "\n"
