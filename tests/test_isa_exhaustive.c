@@ -7,7 +7,8 @@
  *   float16 / bfloat16 -> float32: all 2^16 patterns; e4m3fn / e5m2 -> float32: all 2^8
  *     (saturate off and on);
  *   float64 -> narrow: every tie and near-tie of every narrow format, and float64 -> float32
- *     around one float32 pattern in 1024 (f64_sweep).
+ *     around one float32 pattern in 1024 (f64_sweep), plus a double with a random mantissa in
+ *     each binade met, in nearest-even and stochastic rounding.
  * Inputs go in blocks of 2^20 (both tables see the same block), split over two threads.
  * An ISA this CPU lacks is reported as skipped.
  *
@@ -157,24 +158,31 @@ static uint32_t env_stride(void)
 
 static const int targets[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
 
-/* float64 -> dst on the n doubles at x, nearest-even, saturate off and on, against the
- * reference (cvt_compose.c's round-to-odd path for the narrow formats, AVX for float32). */
+/* float64 -> dst on the n doubles at x, nearest-even and stochastic (seed and index0 varying
+ * from call to call, index0 straddling 2^32 every fourth call), saturate off and on, against
+ * the reference (cvt_compose.c's round-to-odd path for the narrow formats, AVX for float32;
+ * stochastic: cvt_f64_avx2.c's integer kernels). */
 static void f64_check(const mxp__kernels *k, int dst, const uint64_t *x, size_t n)
 {
+    static uint64_t calls;
     const size_t ob = mxp_dtype_size((mxp_dtype)dst);
     unsigned char *want = malloc(n * ob), *got = malloc(n * ob);
     assert_non_null(want);
     assert_non_null(got);
-    for (int sat = 0; sat < 2; sat++) {
-        const mxp__cvt_args a = {sat != 0, 1, 0};
-        mxp__scalar_kernels()->cvt[dst][MXP_FLOAT64][MXP__RNE](want, x, n, &a);
-        k->cvt[dst][MXP_FLOAT64][MXP__RNE](got, x, n, &a);
-        const size_t i = tie_away_first_diff(want, got, x, MXP_FLOAT64, n, ob, dst, MXP__RNE, &tolerated);
-        if (i < n)
-            fail_msg("%s float64 -> %s sat=%d: input 0x%016llx: want 0x%llx, got 0x%llx", k->name,
-                     mxp_dtype_name((mxp_dtype)dst), sat, (unsigned long long)x[i],
-                     (unsigned long long)tu_elem(want, i, ob), (unsigned long long)tu_elem(got, i, ob));
-    }
+    for (int mode = 0; mode < MXP__NMODES; mode++)
+        for (int sat = 0; sat < 2; sat++) {
+            calls++;
+            const uint64_t index0 = calls % 4 == 0 ? 0xFFFFFFFFull - n / 2 : mxp__fmix32((uint32_t)calls) * 977ull;
+            const mxp__cvt_args a = {sat != 0, mode ? mxp__sr_key(calls, 7) : 1, mode ? index0 : 0};
+            mxp__scalar_kernels()->cvt[dst][MXP_FLOAT64][mode](want, x, n, &a);
+            k->cvt[dst][MXP_FLOAT64][mode](got, x, n, &a);
+            const size_t i = tie_away_first_diff(want, got, x, MXP_FLOAT64, n, ob, dst, mode, &tolerated);
+            if (i < n)
+                fail_msg("%s float64 -> %s %s sat=%d index0=0x%llx: element %zu, input 0x%016llx: want 0x%llx, "
+                         "got 0x%llx", k->name, mxp_dtype_name((mxp_dtype)dst), mode ? "SR" : "RNE", sat,
+                         (unsigned long long)a.index0, i, (unsigned long long)x[i],
+                         (unsigned long long)tu_elem(want, i, ob), (unsigned long long)tu_elem(got, i, ob));
+        }
     free(want);
     free(got);
 }
@@ -216,12 +224,15 @@ static void f64_sweep(const mxp__kernels *k, uint32_t every, size_t pstep)
                 w = v + (v - u);
             }
             const double m = (v + w) / 2;
-            if (n + 8 > BLOCK) {
+            if (n + 9 > BLOCK) {
                 f64_check(k, d, x, n);
                 n = 0;
             }
             for (int u = -1; u <= 1; u++) x[n++] = f64_move(v, u);
             for (int u = -2; u <= 2; u++) x[n++] = f64_move(m, u);
+            /* v's sign and exponent with a random mantissa (for stochastic rounding) */
+            x[n++] = (tu_bits64(v) & 0xFFF0000000000000ull) |
+                     (((uint64_t)mxp__fmix32((uint32_t)p) << 32 | mxp__fmix32((uint32_t)p + 99u)) & 0xFFFFFFFFFFFFFull);
         }
         f64_check(k, d, x, n);
     }
@@ -234,12 +245,16 @@ static void f64_sweep(const mxp__kernels *k, uint32_t every, size_t pstep)
         memcpy(&g, &b1, 4);
         if (f != f || f - f != 0 || g != g || g - g != 0 || (b1 ^ b) >> 31) continue;
         const double m = ((double)f + (double)g) / 2;
-        if (n + 8 > BLOCK) {
+        if (n + 9 > BLOCK) {
             f64_check(k, MXP_FLOAT32, x, n);
             n = 0;
         }
         for (int u = -1; u <= 1; u++) x[n++] = f64_move((double)f, u);
         for (int u = -2; u <= 2; u++) x[n++] = f64_move(m, u);
+        /* and one with f's sign and exponent and a random 52-bit mantissa (stochastic rounding
+         * draws on all dropped bits) */
+        x[n++] = (tu_bits64((double)f) & 0xFFF0000000000000ull) |
+                 (((uint64_t)mxp__fmix32(b) << 32 | mxp__fmix32(b ^ 0x5A5A5A5Au)) & 0xFFFFFFFFFFFFFull);
     }
     f64_check(k, MXP_FLOAT32, x, n);
     free(x);

@@ -115,7 +115,7 @@ ALWAYS_INLINE void f64_from_f32_8(unsigned char *d, const unsigned char *s, int 
         ref(d + (ob) * i, s + (ib) * i, n - i, a);                                                \
     }
 
-/* float64 -> float32 nearest-even (the RNE entry; stochastic rounding stays scalar) */
+/* float64 -> float32 nearest-even (the RNE entry; stochastic rounding: sr_from_f64 below) */
 F64_KERNEL(cvt_f32_f64, 8, 4, f32_from_f64_8)
 /* float32 -> float64, exact (the RNE and SR entries) */
 F64_KERNEL(cvt_f64_f32, 4, 8, f64_from_f32_8)
@@ -177,10 +177,152 @@ void mxp__f64_to_f32_odd_avx2(uint32_t *dst, const void *src, size_t n)
     }
 }
 
+/*
+ * Stochastic rounding from float64 (to float32, float16, bfloat16, e4m3fn, e5m2), integer-only
+ * on 64-bit lanes (no MXCSR dependency), 8 elements per step: two vectors of 4 doubles and one
+ * vector of 8 random words r = mxp__sr_bits(seed, index) (kernels.h; the hash on 32-bit lanes,
+ * as the float32 kernels compute it). For a magnitude a (the double's bits, sign cleared) and a
+ * target with m mantissa bits and bias B, the target pattern before rounding is q = base >> sh:
+ *   normal target range (exponent field E >= 1024 - B):
+ *       base = a - ((1023 - B) << 52)  (the exponent rebiased in place),  sh = 52 - m
+ *   below it: the value is (2^52 + M) * 2^(E - 1075) and the step 2^(1 - B - m), so
+ *       base = 2^52 | M,  sh = 1076 - B - m - E   (> 52 - m; a double subnormal or zero gets a
+ *       wrong implicit bit, but sh >= 926 then and q = F = 0, as the reference's)
+ * F = the top 32 bits of the dropped part = the low 32 bits of base >> (sh - 32) (sh >= 32) or
+ * base << (32 - sh) (float32's normal range, sh = 29); VPSRLVQ / VPSLLVQ give 0 for a count
+ * >= 64, which covers both the other case and every sh far beyond 64. Round up iff r > ~F
+ * (F + r >= 2^32, cvt_scalar.c's encode). Then, as the reference: q > max finite (infinity,
+ * larger finite values, e4m3fn's 480 slot) -> the overflow pattern (max finite when
+ * saturating, else infinity, e4m3fn: 0x7F); NaN -> the target's quiet NaN with the top payload
+ * bits (e4m3fn: 0x7F); the sign on top.
+ */
+typedef struct f64t {
+    int bits, m, bias, fn;
+    uint32_t maxfin, inf;
+} f64t;
+
+ALWAYS_INLINE __m256i sr_fmix8(__m256i x)
+{
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)0x85EBCA6Bu));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 13));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)0xC2B2AE35u));
+    return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+}
+
+/* 4 doubles (bits u) and their random words r (zero-extended to 64-bit lanes) -> 4 target
+ * patterns in 64-bit lanes */
+ALWAYS_INLINE __m256i sr_f64_4(__m256i u, __m256i r, const f64t t, int sat)
+{
+    const __m256i a = _mm256_and_si256(u, _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll));
+    const __m256i E = _mm256_srli_epi64(a, 52);
+    const __m256i nrm = _mm256_cmpgt_epi64(E, _mm256_set1_epi64x(1023 - t.bias));
+    const __m256i base = _mm256_blendv_epi8(
+        _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi64x(0xFFFFFFFFFFFFFll)), _mm256_set1_epi64x(1ll << 52)),
+        _mm256_sub_epi64(a, _mm256_set1_epi64x((long long)(1023 - t.bias) << 52)), nrm);
+    const __m256i sh = _mm256_blendv_epi8(_mm256_sub_epi64(_mm256_set1_epi64x(1076 - t.bias - t.m), E),
+                                          _mm256_set1_epi64x(52 - t.m), nrm);
+    const __m256i q = _mm256_srlv_epi64(base, sh);
+    const __m256i F = _mm256_and_si256(
+        _mm256_or_si256(_mm256_srlv_epi64(base, _mm256_sub_epi64(sh, _mm256_set1_epi64x(32))),
+                        _mm256_sllv_epi64(base, _mm256_sub_epi64(_mm256_set1_epi64x(32), sh))),
+        _mm256_set1_epi64x(0xFFFFFFFFll));
+    /* up iff r > 2^32 - 1 - F (both below 2^32: a signed 64-bit compare) */
+    const __m256i up = _mm256_cmpgt_epi64(r, _mm256_xor_si256(F, _mm256_set1_epi64x(0xFFFFFFFFll)));
+    __m256i mag = _mm256_sub_epi64(q, up);
+    const __m256i over = _mm256_set1_epi64x(sat ? t.maxfin : t.fn ? 0x7F : t.inf);
+    mag = _mm256_blendv_epi8(mag, over, _mm256_cmpgt_epi64(mag, _mm256_set1_epi64x(t.maxfin)));
+    const __m256i nanv =
+        t.fn ? _mm256_set1_epi64x(0x7F)
+             : _mm256_or_si256(_mm256_set1_epi64x(t.inf | (1u << (t.m - 1))),
+                               _mm256_srli_epi64(_mm256_and_si256(a, _mm256_set1_epi64x(0xFFFFFFFFFFFFFll)), 52 - t.m));
+    mag = _mm256_blendv_epi8(mag, nanv, _mm256_cmpgt_epi64(a, _mm256_set1_epi64x(0x7FF0000000000000ll)));
+    return _mm256_or_si256(mag, _mm256_slli_epi64(_mm256_srli_epi64(u, 63), t.bits - 1));
+}
+
+/* 8 elements at s -> d (t.bits wide), random words of indices lo .. lo + 7 under key */
+ALWAYS_INLINE void sr_f64_8(unsigned char *d, const unsigned char *s, __m256i il, __m256i klo, __m256i khi,
+                            const f64t t, int sat)
+{
+    const __m256i r = sr_fmix8(_mm256_add_epi32(sr_fmix8(_mm256_xor_si256(il, klo)), khi));
+    const __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)s);
+    const __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32));
+    const __m256i q0 = sr_f64_4(u0, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(r)), t, sat);
+    const __m256i q1 = sr_f64_4(u1, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(r, 1)), t, sat);
+    /* the low dwords in element order (values < 2^32) */
+    const __m256i y = _mm256_permute4x64_epi64(
+        _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(q0), _mm256_castsi256_ps(q1), 0x88)), 0xD8);
+    if (t.bits == 32) {
+        _mm256_storeu_si256((__m256i *)(void *)d, y);
+    } else {
+        const __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(y, y), 0xD8); /* 8 words, low half */
+        if (t.bits == 16) {
+            _mm_storeu_si128((__m128i *)(void *)d, _mm256_castsi256_si128(w));
+        } else {
+            const __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_castsi256_si128(w));
+            _mm_storel_epi64((__m128i *)(void *)d, b);
+        }
+    }
+}
+
+ALWAYS_INLINE void sr_from_f64(void *dst, const void *src, size_t n, const mxp__cvt_args *a, mxp_dtype dt,
+                               const f64t t, int sat)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned char *d = (unsigned char *)dst;
+    const size_t ob = (size_t)t.bits / 8;
+    const mxp__cvt_fn ref = mxp__scalar_kernels()->cvt[dt][MXP_FLOAT64][MXP__SR];
+    size_t i = 0;
+    while (i + 8 <= n) {
+        const uint64_t idx = a->index0 + i;
+        const uint32_t lo = (uint32_t)idx;
+        const uint64_t room = 0x100000000ull - lo; /* indices before the low half wraps */
+        mxp__cvt_args b = *a;
+        b.index0 = idx;
+        if (room < 8) { /* the reference re-keys the straddling elements */
+            ref(d + ob * i, s + 8 * i, (size_t)room, &b);
+            i += (size_t)room;
+            continue;
+        }
+        size_t cnt = n - i;
+        if ((uint64_t)cnt > room) cnt = (size_t)room;
+        const size_t end = i + cnt / 8 * 8;
+        const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
+        const __m256i klo = _mm256_set1_epi32((int)(uint32_t)key), khi = _mm256_set1_epi32((int)(uint32_t)(key >> 32));
+        __m256i il = _mm256_add_epi32(_mm256_set1_epi32((int)lo), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (; i < end; i += 8) {
+            sr_f64_8(d + ob * i, s + 8 * i, il, klo, khi, t, sat);
+            il = _mm256_add_epi32(il, _mm256_set1_epi32(8));
+        }
+    }
+    mxp__cvt_args b = *a;
+    b.index0 = a->index0 + i;
+    if (i < n) ref(d + ob * i, s + 8 * i, n - i, &b);
+}
+
+#define SR_F64(name, dt, ...)                                                                    \
+    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)              \
+    {                                                                                            \
+        const f64t t = {__VA_ARGS__};                                                            \
+        if (a->saturate) sr_from_f64(dst, src, n, a, dt, t, 1);                                  \
+        else sr_from_f64(dst, src, n, a, dt, t, 0);                                              \
+    }
+/*                                 bits  m  bias fn maxfin       inf */
+SR_F64(cvt_f32_f64_sr, MXP_FLOAT32, 32, 23, 127, 0, 0x7F7FFFFFu, 0x7F800000u)
+SR_F64(cvt_f16_f64_sr, MXP_FLOAT16, 16, 10, 15, 0, 0x7BFFu, 0x7C00u)
+SR_F64(cvt_bf16_f64_sr, MXP_BFLOAT16, 16, 7, 127, 0, 0x7F7Fu, 0x7F80u)
+SR_F64(cvt_e4m3_f64_sr, MXP_FLOAT8_E4M3FN, 8, 3, 7, 1, 0x7Eu, 0u)
+SR_F64(cvt_e5m2_f64_sr, MXP_FLOAT8_E5M2, 8, 2, 15, 0, 0x7Bu, 0x7Cu)
+
 void mxp__cvt_register_f64_avx2(mxp__kernels *k)
 {
-    /* float64 -> float32 stochastic rounding keeps the scalar entry */
     k->cvt[MXP_FLOAT32][MXP_FLOAT64][MXP__RNE] = cvt_f32_f64;
     k->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__RNE] = cvt_f64_f32;
     k->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__SR] = cvt_f64_f32;
+    /* stochastic rounding from float64 (nearest-even to the narrow formats: cvt_compose.c) */
+    k->cvt[MXP_FLOAT32][MXP_FLOAT64][MXP__SR] = cvt_f32_f64_sr;
+    k->cvt[MXP_FLOAT16][MXP_FLOAT64][MXP__SR] = cvt_f16_f64_sr;
+    k->cvt[MXP_BFLOAT16][MXP_FLOAT64][MXP__SR] = cvt_bf16_f64_sr;
+    k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT64][MXP__SR] = cvt_e4m3_f64_sr;
+    k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT64][MXP__SR] = cvt_e5m2_f64_sr;
 }
