@@ -5,13 +5,18 @@
  * stochastic rounding to every narrow format, and a few of the other pairs: float64 <-> float32,
  * float64 -> bfloat16, float16 -> bfloat16, bfloat16 -> e4m3fn), each ISA table this CPU has (scalar, avx2, avx512, neon),
  * 1 and 2 threads, and n in {2^12, 2^16, 2^20, 2^24, 2^26}: the median ns per element, the GB/s
- * of bytes moved (read + written) and the ratio to the memcpy-equivalent baseline of
- * bench_util.h (memcpy of (bytes_in + bytes_out) / 2, measured in the same run; ratio > 1 means
- * faster than memcpy moving the same traffic).
+ * of bytes moved (read + written), the ratio to the memcpy-equivalent baseline of bench_util.h
+ * (memcpy of (bytes_in + bytes_out) / 2, measured in the same run; ratio > 1 means faster than
+ * memcpy moving the same traffic), and the ratio to the physical limit of bench_limit.h (a loop
+ * reading the same source bytes and writing the same destination bytes, with non-temporal
+ * stores out of cache and plain ones in cache, one thread, measured in the same run; 1.00 =
+ * as fast as the hardware moves those bytes). The header names the CPU (/proc/cpuinfo).
+ * ISA rows: each table's own kernels ("avx512-own" where the dispatched avx512 table keeps some
+ * avx2 kernels) and, where it differs, the avx512 table as dispatched ("avx512").
  *
  * Threads are split the way src/convert.c splits them: contiguous chunks on 64-element
- * boundaries, chunk 0 on the calling thread, one pthread started per other chunk per call (so
- * thread start-up is part of the cost, as it is for mxp_convert_ex). A "2 threads" row asks for
+ * boundaries, chunk 0 on the calling thread, the others on the library's persistent workers
+ * (src/pool.c: waking them is part of the cost, as it is for mxp_convert_ex). A "2 threads" row asks for
  * two threads the way mxp_convert_ex does: below 2 * mxp__convert_min_per_thread elements the
  * library runs one thread, and so does the row (th column "2>1"). --scan forces the split at
  * every size, which is how the threshold was measured.
@@ -22,11 +27,15 @@
  * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--scan]
  *   --quick   n in {2^16, 2^26} only
  *   --csv     one CSV row per measurement instead of the table
- *   --isa     only this path (scalar, avx2, avx512, neon, or ggml-style for the peer rows only)
+ *   --isa     only this path (scalar, avx2, avx512, avx512-own, neon, or ggml-style for the peer rows only)
  *   --peers   with --isa: the peer rows too
  *   --relu    source data with half the values zero (ReLU outputs) instead of all in [-8, 8]
  *   --only    only the conversions whose name starts with this (e.g. "f32->e5m2")
- *   --scan    instead: 1 vs 2 threads for n = 2^13 .. 2^22 (the threading threshold)
+ *   --scan    instead: n = 2^13 .. 2^22 (per-layer sizes), float32 -> bfloat16 and float16 ->
+ *             float32, the active path: one thread ("1"); two threads with a thread started and
+ *             joined per call ("2s", how mxp_convert_ex worked before its worker pool); two
+ *             threads on the library's persistent workers ("2", src/pool.c), the split forced
+ *             at every size. Tells the threshold mxp__convert_min_per_thread.
  * Not a test: numbers on a shared machine are noisy; read medians and ratios.
  */
 #include <pthread.h>
@@ -34,10 +43,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_limit.h"
 #include "bench_util.h"
 #include "internal.h"
 #include "kernels.h"
 #include "mixprec.h"
+#include "pool.h"
 
 typedef struct conv {
     const char *name;
@@ -77,6 +88,7 @@ typedef struct work {
     size_t n, ib, ob;
     mxp__cvt_args args;
     int threads;
+    bool spawn; /* threads started per call (the old mxp_convert_ex) instead of the pool */
 } work;
 
 typedef struct part {
@@ -94,7 +106,15 @@ static void *run_part(void *p)
     return NULL;
 }
 
-/* One call, split like src/convert.c: contiguous 64-aligned chunks, chunk 0 here. */
+static void run_part_task(void *ctx, size_t t)
+{
+    part *parts = ctx;
+    run_part(&parts[t]);
+}
+
+/* One call, split like src/convert.c: contiguous 64-aligned chunks, chunk 0 here, the others on
+ * the library's persistent workers (src/pool.c), or (spawn) on threads started for this call
+ * and joined, as mxp_convert_ex did before it had workers. */
 static void run_work(void *p)
 {
     work *w = p;
@@ -114,11 +134,15 @@ static void run_work(void *p)
             parts[cnt] = (part){w->fn, w->dst + b * w->ob, w->src + b * w->ib, len, w->args};
             parts[cnt].args.index0 = w->args.index0 + b;
         }
-        for (int t = 1; t < cnt; t++) started[t] = pthread_create(&tid[t], NULL, run_part, &parts[t]) == 0;
-        if (cnt > 0) run_part(&parts[0]);
-        for (int t = 1; t < cnt; t++) {
-            if (started[t]) pthread_join(tid[t], NULL);
-            else run_part(&parts[t]);
+        if (!w->spawn) {
+            mxp__pool_run(run_part_task, parts, (size_t)cnt, (size_t)cnt - 1);
+        } else {
+            for (int t = 1; t < cnt; t++) started[t] = pthread_create(&tid[t], NULL, run_part, &parts[t]) == 0;
+            if (cnt > 0) run_part(&parts[0]);
+            for (int t = 1; t < cnt; t++) {
+                if (started[t]) pthread_join(tid[t], NULL);
+                else run_part(&parts[t]);
+            }
         }
     }
     __asm__ __volatile__("" ::: "memory");
@@ -165,6 +189,18 @@ static double memcpy_ns(size_t in, size_t out)
         if (mc_cache[i].in == in && mc_cache[i].out == out) return mc_cache[i].ns;
     const double ns = bu_memcpy_equiv_ns(in, out);
     if (mc_count < 64) mc_cache[mc_count++] = (mc){in, out, ns};
+    return ns;
+}
+
+/* limit baselines (bench_limit.h), cached by traffic */
+static mc lim_cache[64];
+static int lim_count;
+static double limit_ns(size_t in, size_t out)
+{
+    for (int i = 0; i < lim_count; i++)
+        if (lim_cache[i].in == in && lim_cache[i].out == out) return lim_cache[i].ns;
+    const double ns = bl_limit_ns(in, out);
+    if (lim_count < 64) lim_cache[lim_count++] = (mc){in, out, ns};
     return ns;
 }
 
@@ -242,6 +278,8 @@ static mxp__cvt_fn peer_for(const conv *c)
 
 static void measure_fn(const conv *c, const char *name, mxp__cvt_fn fn, int threads, size_t n,
                        unsigned char *dst, const unsigned char *src);
+static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, int threads, bool spawn, size_t n,
+                         unsigned char *dst, const unsigned char *src);
 
 static void measure(const conv *c, const mxp__kernels *k, int threads, size_t n, unsigned char *dst,
                     const unsigned char *src)
@@ -252,25 +290,32 @@ static void measure(const conv *c, const mxp__kernels *k, int threads, size_t n,
 static void measure_fn(const conv *c, const char *name, mxp__cvt_fn fn, int threads, size_t n,
                        unsigned char *dst, const unsigned char *src)
 {
+    measure_work(c, name, fn, threads, false, n, dst, src);
+}
+
+static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, int threads, bool spawn, size_t n,
+                         unsigned char *dst, const unsigned char *src)
+{
     const size_t ib = mxp_dtype_size((mxp_dtype)c->src), ob = mxp_dtype_size((mxp_dtype)c->dst);
     /* as mxp_convert_ex: at most one thread per mxp__convert_min_per_thread elements */
     int run = threads;
     if (!forced && (size_t)run > n / mxp__convert_min_per_thread)
         run = n / mxp__convert_min_per_thread > 1 ? (int)(n / mxp__convert_min_per_thread) : 1;
     char th[16];
-    if (run == threads) snprintf(th, sizeof th, "%d", threads);
+    if (run == threads) snprintf(th, sizeof th, "%d%s", threads, spawn ? "s" : "");
     else snprintf(th, sizeof th, "%d>%d", threads, run);
-    work w = {fn, dst, src, n, ib, ob, {c->sat, 42, 0}, run};
+    work w = {fn, dst, src, n, ib, ob, {c->sat, 42, 0}, run, spawn};
     const double ns = bu_time_median(run_work, &w);
-    const double base = memcpy_ns(n * ib, n * ob);
+    const double base = memcpy_ns(n * ib, n * ob), lim = limit_ns(n * ib, n * ob);
     const double gbps = bu_gbps(n * (ib + ob), ns);
-    const double ratio = ns > 0 ? base / ns : 0;
+    const double ratio = ns > 0 ? base / ns : 0, lratio = ns > 0 ? lim / ns : 0;
     if (csv) {
-        printf("%s,%s,%s,%zu,%.4f,%.2f,%.2f,%.3f\n", c->name, name, th, n, ns / (double)n, gbps,
-               bu_gbps(n * (ib + ob), base), ratio);
+        printf("%s,%s,%s,%zu,%.4f,%.2f,%.2f,%.3f,%.4f,%.3f\n", c->name, name, th, n, ns / (double)n, gbps,
+               bu_gbps(n * (ib + ob), base), ratio, lim / (double)n, lratio);
     } else {
-        printf("%-16s %-10s %3s  2^%-3d %9.4f %8.2f %8.2f %7.2fx\n", c->name, name, th,
-               (int)__builtin_ctzll(n), ns / (double)n, gbps, bu_gbps(n * (ib + ob), base), ratio);
+        printf("%-16s %-10s %3s  2^%-3d %9.4f %8.2f %8.2f %7.2fx %9.4f %7.2fx\n", c->name, name, th,
+               (int)__builtin_ctzll(n), ns / (double)n, gbps, bu_gbps(n * (ib + ob), base), ratio,
+               lim / (double)n, lratio);
     }
     fflush(stdout);
 }
@@ -304,27 +349,48 @@ int main(int argc, char **argv)
         return 1;
     }
     memset(dst, 0, maxn * 8);
-    if (csv) printf("conversion,isa,threads,n,ns_per_elem,gbps,memcpy_gbps,ratio_to_memcpy\n");
-    else {
-        printf("mixprec conversions; active path %s; GB/s = bytes read + written per second;\n"
-               "ratio = memcpy-equivalent time / conversion time (same traffic, same run)\n\n",
-               mxp_isa());
-        printf("%-16s %-10s %3s  %-5s %9s %8s %8s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
-               "GB/s", "memcpy", "ratio");
+    char cpu[512];
+    bl_cpu_name(cpu, sizeof cpu);
+    if (csv) {
+        printf("# CPU: %s\n", cpu);
+        printf("conversion,isa,threads,n,ns_per_elem,gbps,memcpy_gbps,ratio_to_memcpy,limit_ns_per_elem,ratio_to_limit\n");
+    } else {
+        printf("mixprec conversions; CPU: %s\nactive path %s; GB/s = bytes read + written per second;\n"
+               "memcpy = GB/s of the memcpy-equivalent baseline, ratio = its time / conversion time;\n"
+               "limit = ns/elem of a loop moving the same bytes (non-temporal stores out of cache, plain in\n"
+               "cache; one thread), lim.ratio = its time / conversion time (all measured in this run)\n\n",
+               cpu, mxp_isa());
+        printf("%-16s %-10s %3s  %-5s %9s %8s %8s %8s %9s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
+               "GB/s", "memcpy", "ratio", "limit", "lim.ratio");
     }
     for (size_t ci = 0; ci < NCONVS; ci++) {
         const conv *c = &convs[ci];
         if (scan && ci != 1 && ci != 2) continue; /* f32->bf16 and f16->f32 tell the threshold */
         if (conv_only && strncmp(c->name, conv_only, strlen(conv_only)) != 0) continue;
         fill_src(src, c->src, maxn);
-        for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
-            const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
-            if (!k || (only && strcmp(only, k->name) != 0)) continue;
-            if (scan && isa == MXP__ISA_SCALAR && !only) continue;
-            for (int si = 0; si < nsizes; si++)
-                for (int th = 1; th <= 2; th++) measure(c, k, th, (size_t)1 << sizes[si], dst, src);
+        if (scan) {
+            const mxp__kernels *k = mxp__kernels_active();
+            if (only && strcmp(only, k->name) != 0) continue;
+            for (int si = 0; si < nsizes; si++) {
+                const size_t n = (size_t)1 << sizes[si];
+                measure_work(c, k->name, k->cvt[c->dst][c->src][c->mode], 1, false, n, dst, src);
+                measure_work(c, k->name, k->cvt[c->dst][c->src][c->mode], 2, true, n, dst, src);
+                measure_work(c, k->name, k->cvt[c->dst][c->src][c->mode], 2, false, n, dst, src);
+            }
+            continue;
         }
-        const mxp__cvt_fn peer = scan ? NULL : peer_for(c);
+        for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
+            /* the ISA's own kernels, then the dispatched table where it differs */
+            const mxp__kernels *tabs[2] = {mxp__kernels_own((mxp__isa_id)isa), mxp__kernels_for((mxp__isa_id)isa)};
+            for (int v = 0; v < 2; v++) {
+                const mxp__kernels *k = tabs[v];
+                if (!k || (v == 1 && strcmp(k->name, tabs[0]->name) == 0)) continue;
+                if (only && strcmp(only, k->name) != 0) continue;
+                for (int si = 0; si < nsizes; si++)
+                    for (int th = 1; th <= 2; th++) measure(c, k, th, (size_t)1 << sizes[si], dst, src);
+            }
+        }
+        const mxp__cvt_fn peer = peer_for(c);
         if (peer && (!only || strcmp(only, "ggml-style") == 0 || peers))
             for (int si = 0; si < nsizes; si++) measure_fn(c, "ggml-style", peer, 1, (size_t)1 << sizes[si], dst, src);
     }

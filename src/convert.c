@@ -8,18 +8,18 @@
  * and no single kernel call ever straddles a multiple of 2^32 in the element index (a vector
  * kernel computes the stochastic-rounding key of the high index half once per call).
  */
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "internal.h"
 #include "kernels.h"
+#include "pool.h"
 
-/* A thread is worth starting only for at least this many elements. bench_convert --scan
- * (bench/RESULTS.md): starting a thread costs 25-50 us here and two threads lost to one at
- * every size up to 2^22 elements; from 2^24 up they win. */
+/* A call is split over threads only for at least this many elements per thread. With the
+ * persistent workers (pool.c) the cost of a split is a wake-up, not a thread start: see
+ * bench/RESULTS.md (bench_convert --scan) for the measurement behind the value. */
 size_t mxp__convert_min_per_thread = (size_t)1 << 22;
-/* Upper bound on the threads one call starts (requests above it are clamped). */
+/* Upper bound on the threads one call uses (requests above it are clamped). */
 #define MXP__CONVERT_MAX_THREADS 64
 /* Chunk boundaries are multiples of this many elements. */
 #define MXP__CONVERT_CHUNK_ALIGN ((size_t)64)
@@ -50,10 +50,19 @@ static void run_chunk(const chunk *c)
     mxp__fenv_leave(csr);
 }
 
-static void *run_chunk_thread(void *p)
+/* The chunks of one threaded call: chunk t is [t * per, min(n, (t + 1) * per)). */
+typedef struct split {
+    chunk whole;
+    size_t per;
+} split;
+
+static void run_split_task(void *ctx, size_t t)
 {
-    run_chunk((const chunk *)p);
-    return NULL;
+    const split *sp = (const split *)ctx;
+    chunk c = sp->whole;
+    c.begin = t * sp->per;
+    c.end = sp->whole.end - c.begin > sp->per ? c.begin + sp->per : sp->whole.end;
+    run_chunk(&c);
 }
 
 static const char *const float_names =
@@ -121,26 +130,12 @@ mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src, mxp_dt
         return MXP_OK;
     }
 
-    /* Contiguous chunks, boundaries at multiples of 64 elements. */
-    size_t per = (n + nt - 1) / nt;
-    per = (per + MXP__CONVERT_CHUNK_ALIGN - 1) / MXP__CONVERT_CHUNK_ALIGN * MXP__CONVERT_CHUNK_ALIGN;
-    chunk chunks[MXP__CONVERT_MAX_THREADS];
-    pthread_t tids[MXP__CONVERT_MAX_THREADS];
-    bool started[MXP__CONVERT_MAX_THREADS];
-    size_t count = 0;
-    for (size_t b = 0; b < n; b += per) {
-        chunks[count] = whole;
-        chunks[count].begin = b;
-        chunks[count].end = n - b > per ? b + per : n;
-        count++;
-    }
-    /* Chunk 0 runs on the calling thread; a chunk whose thread cannot start runs here too. */
-    for (size_t t = 1; t < count; t++)
-        started[t] = pthread_create(&tids[t], NULL, run_chunk_thread, &chunks[t]) == 0;
-    run_chunk(&chunks[0]);
-    for (size_t t = 1; t < count; t++) {
-        if (started[t]) pthread_join(tids[t], NULL);
-        else run_chunk(&chunks[t]);
-    }
+    /* Contiguous chunks, boundaries at multiples of 64 elements, run by the calling thread and
+     * the library's persistent workers (pool.c; the caller takes chunks too, so a worker that
+     * cannot be started costs speed, never the result). */
+    split sp = {whole, (n + nt - 1) / nt};
+    sp.per = (sp.per + MXP__CONVERT_CHUNK_ALIGN - 1) / MXP__CONVERT_CHUNK_ALIGN * MXP__CONVERT_CHUNK_ALIGN;
+    const size_t count = (n + sp.per - 1) / sp.per;
+    mxp__pool_run(run_split_task, &sp, count, count - 1);
     return MXP_OK;
 }

@@ -80,9 +80,15 @@ MXP_API mxp_status mxp_convert(void *dst, mxp_dtype dst_type, const void *src, m
  * @retval MXP_OK          all n elements written
  * @retval MXP_EINVAL      as mxp_convert, or an unknown rounding mode or a negative thread
  *                         count; the message names the option; dst is untouched
- * A thread that cannot be started is not an error: its chunk runs on the calling thread.
+ * Threads: the chunks run on the calling thread and on worker threads that the library starts
+ * at the first call that needs them (at most threads - 1 per call and 63 in all) and keeps,
+ * asleep, for later calls, so a threaded call costs a wake-up, not a thread start. Workers block
+ * every signal, and are stopped and joined when the process exits or the library is unloaded;
+ * a child process after fork() starts its own. A worker that cannot be started is not an
+ * error: the calling thread runs the chunks left to it.
  * Ownership: reads src and *opts, writes dst; keeps no pointer after returning.
- * Thread-safety: safe. Allocates nothing on one thread; thread stacks when threads > 1.
+ * Thread-safety: safe; concurrent threaded calls share the workers. Allocates nothing on one
+ * thread; the workers' stacks (1 MiB each) at the first threaded call that needs them.
  */
 MXP_API mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src,
                                   mxp_dtype src_type, size_t n, const mxp_convert_opts *opts);
