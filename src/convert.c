@@ -15,10 +15,16 @@
 #include "kernels.h"
 #include "pool.h"
 
-/* A call is split over threads only for at least this many elements per thread. With the
- * persistent workers (pool.c) the cost of a split is a wake-up, not a thread start: see
- * bench/RESULTS.md (bench_convert --scan) for the measurement behind the value. */
-size_t mxp__convert_min_per_thread = (size_t)1 << 22;
+/* A call is split over threads only for at least this many elements per thread (2 threads from
+ * 2^19 elements). With the persistent workers (pool.c) a split costs a wake-up, not a thread
+ * start: bench_convert --scan on the development VM measured 1-8 us per two-thread call at
+ * 2^13 .. 2^20 elements with the pool against 38-43 us with a thread started and joined per
+ * call (the old threshold was 2^22 per thread for that reason). A chunk of 2^18 elements is
+ * 25-50 us of in-cache work, several times the wake-up; and since the caller takes any chunk
+ * no worker has claimed yet, a worker that wakes late costs nothing but its own chunk.
+ * (That VM, two vCPUs under a load of 10-18, could not show the two-thread speed-up itself at
+ * these sizes: bench/RESULTS.md.) */
+size_t mxp__convert_min_per_thread = (size_t)1 << 18;
 /* Upper bound on the threads one call uses (requests above it are clamped). */
 #define MXP__CONVERT_MAX_THREADS 64
 /* Chunk boundaries are multiples of this many elements. */
