@@ -696,6 +696,13 @@ static void test_f64(void **state)
 static void test_fenv(void **state)
 {
     (void)state;
+#ifdef MXP_EMU512
+    /* the emulated program's default path is the emulated avx512 table, whose intrinsics are
+     * C code: the FP environment is the native programs' business (and the emulated kernels
+     * at 3001 elements x 288 calls cost minutes under the sanitizers) */
+    print_message("checked by the native program: skipped\n");
+    skip();
+#endif
 #ifdef HAVE_MXCSR
     enum { N = 3001 };
     const mxp__kernels *ref = mxp__scalar_kernels();
