@@ -7,10 +7,12 @@
  *   1. arguments, layout and sizes are checked; nothing is written on any failure;
  *   2. non-finite inputs must leave every output untouched, so the whole input is known finite
  *      before the first byte is written. For one scale per tensor that is the amax pass, which
- *      must see every element before the scale exists anyway; for per-row / per-column /
- *      grouped layouts and MX blocks it is a read-only pre-pass (the conversion table's
- *      all_finite kernel), after which each group is quantized while it is in cache: its amax
- *      pass, then its scale-and-cast pass over the same elements;
+ *      must see every element before the scale exists anyway; per-row layouts with at most
+ *      AMAX_STASH scales compute every group's amax in that first pass (kept on the stack), so
+ *      that the second pass only casts; other per-row / per-column / grouped layouts and MX
+ *      blocks take a read-only pre-pass (the conversion table's all_finite kernel), after
+ *      which each group is quantized while it is in cache: its amax pass, then its
+ *      scale-and-cast pass over the same elements;
  *   3. the casts: integers by the quantization kernels (quant_kernels.h), float8 as float32
  *      products x * s into a small block, then the conversion table's saturating nearest-even
  *      float32 -> float8 kernel on that block (the same bits as mxp_convert_ex with saturate).
@@ -32,6 +34,8 @@
 
 enum { BLK = 1024 };                         /* elements per widened / product block */
 enum { FINITE_CHUNK = 1 << 16 };             /* elements per all_finite call of the pre-pass */
+enum { AMAX_STASH = 4096 };                  /* per-row layouts with at most this many scales
+                                                keep the checking pass's amaxes (16 KiB) */
 static const uint32_t NONFINITE = 0x7F800000u; /* magnitude bits >= this: inf or NaN */
 
 static float f32_of(uint32_t u)
@@ -285,6 +289,31 @@ static mxp_status run_static(const char *fn, qjob *j, const mxp_qlayout *l)
             emit_range(j, 0, 0, n, s); /* flat: row 0, "column" = flat index */
         }
         return MXP_OK;
+    }
+    if (l->axis == MXP_QAXIS_ROW) {
+        const size_t g = l->group ? l->group : j->cols, ncg = ceil_div(j->cols, g);
+        if (j->rows * ncg <= AMAX_STASH) {
+            /* Few enough groups: the checking pass computes every group's amax (the finite
+             * check comes with it), and the second pass only casts. */
+            uint32_t stash[AMAX_STASH], worst = 0;
+            for (size_t r = 0; r < j->rows; r++)
+                for (size_t cg = 0; cg < ncg; cg++) {
+                    const size_t c0 = cg * g, len = j->cols - c0 < g ? j->cols - c0 : g;
+                    const uint32_t a = amax_range(j, r * j->cols + c0, len);
+                    stash[r * ncg + cg] = a;
+                    worst = a > worst ? a : worst;
+                }
+            if (worst >= NONFINITE)
+                return fail_nonfinite(fn, j->x, j->xt, first_nonfinite(j->x, j->xt, n, j->ck), j->cols);
+            for (size_t r = 0; r < j->rows; r++)
+                for (size_t cg = 0; cg < ncg; cg++) {
+                    const size_t c0 = cg * g, len = j->cols - c0 < g ? j->cols - c0 : g;
+                    const float s = scale_of(j, stash[r * ncg + cg]);
+                    j->scales[r * ncg + cg] = s;
+                    emit_range(j, r, c0, len, s);
+                }
+            return MXP_OK;
+        }
     }
     const size_t bad = first_nonfinite(j->x, j->xt, n, j->ck);
     if (bad < n) return fail_nonfinite(fn, j->x, j->xt, bad, j->cols);

@@ -317,7 +317,8 @@ static void test_random_layouts(void **state)
          * input */
         const mxp_qlayout big[] = {{3, 5000, MXP_QAXIS_ROW, 0}, {2, 4099, MXP_QAXIS_TENSOR, 0},
                                    {5, 3001, MXP_QAXIS_COL, 2}, {2, 2500, MXP_QAXIS_ROW, 1500},
-                                   {4100, 3, MXP_QAXIS_COL, 0}};
+                                   {4100, 3, MXP_QAXIS_COL, 0}, {4100, 3, MXP_QAXIS_ROW, 0},
+                                   {2, 2100, MXP_QAXIS_ROW, 1}};
         for (size_t b = 0; b < sizeof big / sizeof big[0]; b++)
             for (int k = 0; k < 3; k++)
                 for (int xi = 0; xi < 3; xi++) {
@@ -1070,6 +1071,26 @@ static void test_errors(void **state)
                          : k == 2 ? mxp_quantize_fp8(NULL, MXP_FLOAT8_E4M3FN, NULL, NULL, MXP_FLOAT32, &empty)
                                   : mxp_quantize_mx(NULL, MXP_FLOAT8_E4M3FN, NULL, NULL, MXP_FLOAT32, 5, 0, MXP_MX_FLOOR),
                          MXP_OK);
+    }
+    /* a per-row layout with more scales than the implementation keeps on its stack (the
+     * all_finite pre-pass), NaN in the last element */
+    {
+        enum { RR = 4100, CC = 2 };
+        float *big = malloc(RR * CC * 4), *bs = malloc(RR * 4);
+        unsigned char *bq = malloc(RR * CC);
+        assert_true(big && bs && bq);
+        for (size_t i = 0; i < RR * CC; i++) big[i] = (float)i;
+        big[RR * CC - 1] = NAN;
+        memset(bq, SENT, RR * CC);
+        memset(bs, SENT, RR * 4);
+        const mxp_qlayout bl = {RR, CC, MXP_QAXIS_ROW, 0};
+        assert_int_equal(mxp_quantize_int8((int8_t *)bq, bs, big, MXP_FLOAT32, &bl), MXP_EINVAL);
+        for (size_t i = 0; i < RR * CC; i++) assert_int_equal(bq[i], SENT);
+        for (size_t i = 0; i < RR * 4; i++) assert_int_equal(((unsigned char *)bs)[i], SENT);
+        assert_non_null(strstr(mxp_last_error(), "x[8199]"));
+        free(big);
+        free(bs);
+        free(bq);
     }
     /* the float8 / MX specific ones */
     arm();
