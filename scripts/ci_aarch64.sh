@@ -46,6 +46,13 @@ echo "== finite_check (NEON all_finite / unscale_check / unscale_into vs scalar 
   "$root/tests/finite_check.c" "$build/libmixprec.a" -lpthread -lm -o "$build/finite_check"
 qemu-aarch64 -L "$sysroot" "$build/finite_check"
 
+echo "== quant_check (quantization on the neon and scalar tables, default and hostile FP environment)"
+"$cc" -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wpedantic -Wshadow \
+  -Wstrict-prototypes -Wmissing-prototypes -Wdouble-promotion -Wvla -Werror \
+  -I"$root/include" -I"$root/src" -I"$root/src/kernels" \
+  "$root/tests/quant_check.c" "$build/libmixprec.a" -lpthread -lm -o "$build/quant_check"
+qemu-aarch64 -L "$sysroot" "$build/quant_check"
+
 echo "== dispatch: default and MIXPREC_ISA"
 out=$(qemu-aarch64 -L "$sysroot" "$build/isa_check" 16 | head -n 1)
 case "$out" in *"active path neon"*) ;; *) echo "expected neon by default, got: $out" >&2; exit 1 ;; esac
