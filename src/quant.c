@@ -371,6 +371,7 @@ static mxp_status quantize_static(const char *fn, qkind kind, mxp_dtype fmt, voi
               (l->cols + 1) / 2, mxp__qkernels_active(), conv_table(), stream(n, mxp_dtype_size(xt))};
     const mxp__qfenv env = mxp__qfenv_enter();
     st = run_static(fn, &j, l);
+    if (j.nt) j.qk->store_fence();
     mxp__qfenv_leave(env);
     return st;
 }
@@ -584,6 +585,7 @@ mxp_status mxp_quantize_mx(void *q, mxp_dtype fmt, uint8_t *scales, const void *
             ck->cvt[fmt][MXP_FLOAT32][MXP__RNE](nt ? t : (unsigned char *)q + off, y, m, &SAT);
             if (nt) qk->store_nt((unsigned char *)q + off, t, m);
         }
+    if (nt) qk->store_fence();
     mxp__qfenv_leave(env);
     return MXP_OK;
 }
@@ -751,6 +753,7 @@ mxp_status mxp_fp8_quantize_delayed(void *q, const void *x, mxp_dtype xt, size_t
         cvt(nt ? t : (unsigned char *)q + b, y, m, &SAT);
         if (nt) qk->store_nt((unsigned char *)q + b, t, m);
     }
+    if (nt) qk->store_fence();
     mxp__qfenv_leave(env);
     merge_amax(s, amax);
     return MXP_OK;

@@ -21,7 +21,11 @@
 
 #include "quant_kernels.h"
 
-static mxp__qkernels ref; /* the scalar reference, for tails (filled at registration) */
+static mxp__qkernels ref;
+
+/* How far ahead of the streaming loops the source is prefetched (the delayed-scaling pass reads
+ * its input exactly once, so nothing else brings it in early). */
+enum { PREFETCH_BYTES = 2048 }; /* the scalar reference, for tails (filled at registration) */
 
 static inline uint32_t hmax_epu32(__m256i v)
 {
@@ -101,6 +105,7 @@ static uint32_t mul_amax_avx2(float *y, const float *x, size_t n, float s)
     __m256i m0 = _mm256_setzero_si256(), m1 = m0;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        _mm_prefetch((const char *)(x + i) + PREFETCH_BYTES, _MM_HINT_T0); /* never faults */
         const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
         m0 = _mm256_max_epu32(m0, mag(a));
         m1 = _mm256_max_epu32(m1, mag(b));
@@ -148,12 +153,14 @@ static void store_nt_avx2(void *dst, const void *src, size_t n)
     for (; i + 32 <= n; i += 32)
         _mm256_stream_si256((__m256i *)(void *)(d + i), _mm256_loadu_si256((const __m256i *)(const void *)(s + i)));
     memcpy(d + i, s + i, n - i);
-    _mm_sfence();
 }
+
+static void store_fence_avx2(void) { _mm_sfence(); }
 
 void mxp__quant_register_avx2(mxp__qkernels *k)
 {
     k->store_nt = store_nt_avx2;
+    k->store_fence = store_fence_avx2;
     ref = *k; /* still the scalar entries (quant_scalar.c registers them first) */
     k->amax_bits = amax_bits_avx2;
     k->amax_cols = amax_cols_avx2;

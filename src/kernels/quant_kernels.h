@@ -49,9 +49,10 @@ typedef struct mxp__qkernels {
      * (mxp__mx_inv). x finite. */
     void (*mx_scale)(float *y, uint8_t *e, const float *x, size_t n, int e5m2, int floor);
     /* memcpy(dst, src, n) with streaming (non-temporal) stores where the ISA has them, for
-     * outputs larger than the cache (no read-for-ownership of the destination); ends with a
-     * store fence. dst any alignment. */
+     * outputs larger than the cache (no read-for-ownership of the destination). dst any
+     * alignment. A call that used it ends with store_fence (once, not per block). */
     void (*store_nt)(void *dst, const void *src, size_t n);
+    void (*store_fence)(void);
 } mxp__qkernels;
 
 enum { MXP__MX_BLOCK = 32 };

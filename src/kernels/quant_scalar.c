@@ -103,10 +103,12 @@ static void mx_scale_scalar(float *y, uint8_t *e, const float *x, size_t n, int 
 }
 
 static void store_nt_scalar(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+static void store_fence_scalar(void) {}
 
 void mxp__quant_register_scalar(mxp__qkernels *k)
 {
     k->store_nt = store_nt_scalar;
+    k->store_fence = store_fence_scalar;
     k->amax_bits = amax_bits_scalar;
     k->amax_cols = amax_cols_scalar;
     k->cast_int = cast_int_scalar;
