@@ -58,7 +58,10 @@ usage_error "bad --loss-scale 'dynamic:0'" --loss-scale dynamic:0
 usage_error "bad --loss-scale 'dynamic:-2'" --loss-scale dynamic:-2
 usage_error "bad --loss-scale 'dynamic:8:0'" --loss-scale dynamic:8:0
 usage_error "bad --loss-scale 'static:-1'" --loss-scale static:-1
-usage_error "quantized policies" --policy int8_from_mixed_bfloat16
+usage_error "int8 / int4 policies" --policy int8_from_mixed_bfloat16
+usage_error "needs --eval FILE" --eval-policy int8_from_float32
+usage_error "bad --eval-policy" --eval x.safetensors --eval-policy q=int9
+usage_error "--eval-fp8 needs" --eval-fp8 mx4
 usage_error "--threads needs" --threads x
 "$exe" --help >"$tmp/out" 2>&1 || { echo "FAIL: --help"; fails=$((fails + 1)); }
 grep -q "usage: train_mlp" "$tmp/out" || { echo "FAIL: --help prints no usage"; fails=$((fails + 1)); }
@@ -80,6 +83,11 @@ expect_early "cannot write --csv file /nonexistent/x.csv" --data "$tmp/good" --e
 mkdir -p "$tmp/adir"
 expect_early "cannot write --csv file $tmp/adir" --data "$tmp/good" --epochs 1 --batch 8 --csv "$tmp/adir"
 [ ! -e "$tmp/adir.tmp" ] || { echo "FAIL: probe file left behind"; fails=$((fails + 1)); }
+if ! "$exe" --data "$tmp/good" --eval "$tmp/none.safetensors" 2>&1 | grep -q 'without checkpoint support'; then
+  expect_early "cannot write checkpoint /nonexistent/x.safetensors" --data "$tmp/good" --epochs 1 --batch 8 --save /nonexistent/x.safetensors
+  expect_early "cannot write checkpoint $tmp/adir: Is a directory" --data "$tmp/good" --epochs 1 --batch 8 --save "$tmp/adir"
+  [ -z "$(ls -A "$tmp/adir")" ] || { echo "FAIL: --save probe file left behind"; fails=$((fails + 1)); }
+fi
 
 # data problems: exit 1 and a message naming the file
 expect 1 "$tmp/none/train-images-idx3-ubyte.gz: cannot open" --data "$tmp/none"
@@ -104,6 +112,28 @@ expect 1 "label 10 at index 2" --data "$tmp/label"
 mkset "$tmp/gz"
 head -c 30 "$tmp/good/train-images-idx3-ubyte.gz" >"$tmp/gz/train-images-idx3-ubyte.gz"
 expect 1 "train-images-idx3-ubyte.gz: " --data "$tmp/gz"
+
+# checkpoints: --save then --eval works; a damaged checkpoint is refused with exit 1 and a message
+if ! "$exe" --data "$tmp/good" --eval "$tmp/none.safetensors" 2>&1 | grep -q 'without checkpoint support'; then
+  ck="$tmp/good.safetensors"
+  expect 0 '' --data "$tmp/good" --epochs 1 --batch 8 --save "$ck"
+  expect 0 '' --data "$tmp/good" --eval "$ck" --batch 8
+  expect 0 '' --data "$tmp/good" --eval "$ck" --batch 8 --eval-policy int8_from_float32
+  size=$(wc -c <"$ck")
+  head -c $((size - 100)) "$ck" >"$tmp/trunc.safetensors"
+  expect 1 "cannot read checkpoint: .*trunc.safetensors" --data "$tmp/good" --eval "$tmp/trunc.safetensors"
+  head -c 20 "$ck" >"$tmp/short.safetensors"
+  expect 1 "cannot read checkpoint: .*short.safetensors" --data "$tmp/good" --eval "$tmp/short.safetensors"
+  { printf 'garbage!'; tail -c +9 "$ck"; } >"$tmp/header.safetensors"
+  expect 1 "cannot read checkpoint: .*header.safetensors" --data "$tmp/good" --eval "$tmp/header.safetensors"
+  # a NaN in the last 4 bytes: the last tensor in file order (dense_2/weight, names sorted)
+  { head -c $((size - 4)) "$ck"; printf '\377\377\377\177'; } >"$tmp/nan.safetensors"
+  expect 1 "dense_2/weight' element 639 is nan" --data "$tmp/good" --eval "$tmp/nan.safetensors"
+  expect 1 "cannot read checkpoint: .*missing.safetensors" --data "$tmp/good" --eval "$tmp/missing.safetensors"
+  [ ! -e "$tmp/missing.safetensors" ] || { echo "FAIL: --eval created a file"; fails=$((fails + 1)); }
+else
+  echo "skip: train_mlp built without checkpoint support"
+fi
 
 [ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" -eq 0 ]

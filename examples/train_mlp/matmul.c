@@ -91,18 +91,73 @@ KERNEL static void weight_grad_rows(float *restrict dw, const float *restrict x,
     }
 }
 
+/* ---- block-scaled forward (MX): rows [r0, r1) ---------------------------------------------- */
+enum { MX_CHUNK = 128 }; /* output columns per pass: the partial sums live on the stack */
+
+/* Rows i0..i0+nr-1 (nr <= 4), output columns [j0, j0+nj): four rows share each loaded w row. */
+KERNEL static void block_scaled_tile(float *restrict y, const float *restrict x,
+                                     const float *restrict xs, const float *restrict w,
+                                     const float *restrict ws, size_t i0, size_t nr, size_t j0,
+                                     size_t nj, size_t k, size_t n, size_t block)
+{
+    const size_t nb = (k + block - 1) / block;
+    float t[4][MX_CHUNK]; /* one block's partial sums, per row */
+    for (size_t r = 0; r < nr; r++) memset(y + (i0 + r) * n + j0, 0, nj * sizeof *y);
+    for (size_t b = 0; b < nb; b++) {
+        const size_t p0 = b * block, p1 = p0 + block < k ? p0 + block : k;
+        memset(t, 0, sizeof t);
+        for (size_t p = p0; p < p1; p++) {
+            const float *restrict wp = w + p * n + j0;
+            if (nr == 4) { /* the common case, written out so the compiler keeps 4 rows live */
+                const float a0 = x[i0 * k + p], a1 = x[(i0 + 1) * k + p],
+                            a2 = x[(i0 + 2) * k + p], a3 = x[(i0 + 3) * k + p];
+                for (size_t j = 0; j < nj; j++) {
+                    const float wj = wp[j];
+                    t[0][j] += a0 * wj;
+                    t[1][j] += a1 * wj;
+                    t[2][j] += a2 * wj;
+                    t[3][j] += a3 * wj;
+                }
+            } else {
+                for (size_t r = 0; r < nr; r++) {
+                    const float a = x[(i0 + r) * k + p];
+                    for (size_t j = 0; j < nj; j++) t[r][j] += a * wp[j];
+                }
+            }
+        }
+        const float *restrict sw = ws + b * n + j0;
+        for (size_t r = 0; r < nr; r++) {
+            const float sx = xs[(i0 + r) * nb + b];
+            float *restrict yr = y + (i0 + r) * n + j0;
+            for (size_t j = 0; j < nj; j++) yr[j] += t[r][j] * sx * sw[j];
+        }
+    }
+}
+
+static void block_scaled_rows(float *y, const float *x, const float *xs, const float *w,
+                              const float *ws, size_t r0, size_t r1, size_t k, size_t n,
+                              size_t block)
+{
+    for (size_t i = r0; i < r1; i += 4)
+        for (size_t j0 = 0; j0 < n; j0 += MX_CHUNK)
+            block_scaled_tile(y, x, xs, w, ws, i, r1 - i < 4 ? r1 - i : 4, j0,
+                              n - j0 < MX_CHUNK ? n - j0 : MX_CHUNK, k, n, block);
+}
+
 /* ---- threads: a small pool started once, so a training step creates no threads ---------- */
 typedef struct job {
-    int kind; /* 0 forward, 1 weight grad */
+    int kind; /* 0 forward, 1 weight grad, 2 block-scaled forward */
     float *out;
     const float *a, *b, *bias;
-    size_t r0, r1, m, k, n;
+    const float *as, *bs; /* block-scaled: the scales of a and b */
+    size_t r0, r1, m, k, n, block;
 } job;
 
 static void run_job(const job *j)
 {
     if (j->kind == 0) forward_rows(j->out, j->a, j->b, j->bias, j->r0, j->r1, j->k, j->n);
-    else weight_grad_rows(j->out, j->a, j->b, j->r0, j->r1, j->m, j->k, j->n);
+    else if (j->kind == 1) weight_grad_rows(j->out, j->a, j->b, j->r0, j->r1, j->m, j->k, j->n);
+    else block_scaled_rows(j->out, j->a, j->as, j->b, j->bs, j->r0, j->r1, j->k, j->n, j->block);
 }
 
 static struct {
@@ -194,14 +249,22 @@ static void split(job base, size_t rows, int threads, size_t work_per_row)
 void matmul_forward(float *y, const float *x, const float *w, const float *bias, size_t m,
                     size_t k, size_t n, int threads)
 {
-    job j = {0, y, x, w, bias, 0, 0, m, k, n};
+    job j = {.kind = 0, .out = y, .a = x, .b = w, .bias = bias, .m = m, .k = k, .n = n};
+    split(j, m, threads, k * n);
+}
+
+void matmul_block_scaled(float *y, const float *x, const float *xs, const float *w,
+                         const float *ws, size_t m, size_t k, size_t n, size_t block, int threads)
+{
+    job j = {.kind = 2, .out = y, .a = x, .b = w, .as = xs, .bs = ws, .m = m, .k = k, .n = n,
+             .block = block};
     split(j, m, threads, k * n);
 }
 
 void matmul_weight_grad(float *dw, const float *x, const float *dy, size_t m, size_t k, size_t n,
                         int threads)
 {
-    job j = {1, dw, x, dy, NULL, 0, 0, m, k, n};
+    job j = {.kind = 1, .out = dw, .a = x, .b = dy, .m = m, .k = k, .n = n};
     split(j, k, threads, m * n);
 }
 

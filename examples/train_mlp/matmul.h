@@ -21,6 +21,14 @@
 void matmul_forward(float *y, const float *x, const float *w, const float *bias, size_t m,
                     size_t k, size_t n, int threads);
 
+/* Block-scaled product (OCP MX): y[i,j] = sum over blocks b of `block` consecutive p of
+ *   (sum_{p in b} x[i,p] * w[p,j]) * xs[i,b] * ws[b,j]
+ * x [m,k], xs [m,nb], w [k,n], ws [nb,n], nb = ceil(k / block). Each block's partial sum is
+ * accumulated in float32 in ascending p, scaled (two float32 multiplies; exact for power-of-two
+ * scales without overflow or underflow) and added in ascending b. Split over the m rows. */
+void matmul_block_scaled(float *y, const float *x, const float *xs, const float *w,
+                         const float *ws, size_t m, size_t k, size_t n, size_t block, int threads);
+
 /* dw[k,n] = x[m,k]^T . dy[m,n]   (the weight gradient). Split over the k rows of dw. */
 void matmul_weight_grad(float *dw, const float *x, const float *dy, size_t m, size_t k, size_t n,
                         int threads);

@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8.h"
 #include "matmul.h"
 #include "mnist.h"
+#include "qinfer.h"
 
 enum { MAX_FEATURES = 128 }; /* widest layer: batch_norm statistics live in fixed arrays */
 static const float BN_EPS = 1e-5f, BN_MOMENTUM = 0.1f, DROP_RATE = 0.5f;
@@ -173,13 +175,6 @@ int model_init(model *m, const mxp_policy_map *map, size_t batch, uint64_t seed,
             snprintf(err, cap, "policy lookup for layer '%s': %s", l->path, mxp_last_error());
             return -1;
         }
-        if (l->pol.quant != MXP_QUANT_NONE) {
-            char text[64];
-            mxp_policy_format(&l->pol, text, sizeof text);
-            snprintf(err, cap, "layer '%s': quantized policy '%s' is not supported by this trainer",
-                     l->path, text);
-            return -1;
-        }
         l->in_dtype = i == 0 ? MXP_FLOAT32 : m->L[i - 1].pol.output;
         l->nparams = l->op == OP_DROPOUT ? 0 : 2;
         l->psize[0] = l->op == OP_DENSE ? l->in * l->out : l->out;
@@ -282,6 +277,10 @@ void model_free(model *m)
 {
     if (!m) return;
     if (m->threads > 1) matmul_threads_stop();
+    for (int i = 0; i < NLAYERS; i++) {
+        fp8_dense_free(m->L[i].fp8);
+        qdense_free(m->L[i].q);
+    }
     for (size_t i = 0; i < m->nallocs; i++) free(m->allocs[i]);
     free(m->allocs);
     memset(m, 0, sizeof *m);
@@ -303,18 +302,26 @@ void model_set_input(model *m, const uint8_t *images, const size_t *idx, size_t 
 static void params_to_compute(layer *l)
 {
     for (int k = 0; k < l->nparams; k++) {
+        if (k == 0 && l->q) continue; /* a quantized kernel is read by qinfer.c as it is */
         cast(&l->param_c[k], &l->param[k], l->psize[k]);
         convert(l->param_f[k], MXP_FLOAT32, l->param_c[k].data, l->param_c[k].dtype, l->psize[k]);
     }
 }
 
-static void dense_forward(model *m, layer *l, const tbuf *in, size_t rows)
+static void dense_forward(model *m, layer *l, const tbuf *in, size_t rows, bool train)
 {
     const size_t nin = rows * l->in, nout = rows * l->out;
     cast(&l->x_c, in, nin);                             /* [rows,in] input in compute dtype */
-    const float *x = widen(&l->x_c, m->ws_x, nin);      /* [rows,in] float32 view */
     float *z = m->ws_y;                                 /* [rows,out] float32 accumulators */
-    matmul_forward(z, x, l->param_f[0], l->param_f[1], rows, l->in, l->out, m->threads);
+    if (l->q) {                                         /* quantized kernel (qinfer.c) */
+        qdense_forward(l->q, z, &l->x_c, l->param_f[1], rows, m->threads);
+    } else if (l->fp8) {                                /* float8 training (fp8.c) */
+        fp8_dense_forward(l->fp8, z, &l->x_c, &l->param_c[0], l->param_f[1], rows, train,
+                          m->threads);
+    } else {
+        const float *x = widen(&l->x_c, m->ws_x, nin);  /* [rows,in] float32 view */
+        matmul_forward(z, x, l->param_f[0], l->param_f[1], rows, l->in, l->out, m->threads);
+    }
     if (l->act == ACT_RELU)
         for (size_t i = 0; i < nout; i++) z[i] = z[i] > 0.0f ? z[i] : 0.0f;
     store(&l->act_c, z, nout);                          /* [rows,out] rounded: relu(z) or logits */
@@ -429,7 +436,7 @@ uint64_t model_forward_part(model *m, size_t rows, bool train, uint64_t rng, siz
         layer *l = &m->L[i];
         params_to_compute(l);
         switch (l->op) {
-        case OP_DENSE: dense_forward(m, l, in, rows); break;
+        case OP_DENSE: dense_forward(m, l, in, rows, train); break;
         case OP_BATCH_NORM: batch_norm_forward(m, l, in, rows, train); break;
         case OP_DROPOUT: dropout_forward(m, l, in, rows, train, &rng, row0, total_rows); break;
         }
@@ -568,16 +575,23 @@ static void dense_backward(model *m, layer *l, bool first, const tbuf *dy, const
         const float *a = widen(&l->act_c, m->ws_y, nout); /* relu output: > 0 where active */
         for (size_t i = 0; i < nout; i++) dz[i] = a[i] > 0.0f ? dz[i] : 0.0f;
     }
-    const float *x = widen(&l->x_c, m->ws_x, nin);      /* [rows,in] saved input */
-    matmul_weight_grad(m->ws_w, x, dz, rows, l->in, l->out, m->threads); /* [in,out] */
+    if (l->fp8) {                                       /* float8 products (fp8.c) */
+        fp8_dense_backward(l->fp8, m->ws_w, first ? NULL : m->ws_x, m->ws_wt, dz, rows,
+                           m->threads);                 /* dW [in,out], dx [rows,in] */
+    } else {
+        const float *x = widen(&l->x_c, m->ws_x, nin);  /* [rows,in] saved input */
+        matmul_weight_grad(m->ws_w, x, dz, rows, l->in, l->out, m->threads); /* [in,out] */
+    }
     param_grad(m, l, 0, m->ws_w, u);
     float db[MAX_FEATURES] = {0};                       /* [out] */
     for (size_t i = 0; i < rows; i++)
         for (size_t j = 0; j < l->out; j++) db[j] += dz[i * l->out + j];
     param_grad(m, l, 1, db, u);
     if (first) return;                                  /* nobody needs d(input) */
-    transpose(m->ws_wt, l->param_f[0], l->in, l->out);  /* [out,in] w^T */
-    matmul_forward(m->ws_x, dz, m->ws_wt, NULL, rows, l->out, l->in, m->threads); /* [rows,in] */
+    if (!l->fp8) {
+        transpose(m->ws_wt, l->param_f[0], l->in, l->out); /* [out,in] w^T */
+        matmul_forward(m->ws_x, dz, m->ws_wt, NULL, rows, l->out, l->in, m->threads); /* [rows,in] */
+    }
     input_grad(m, l, m->ws_x, nin, u);
 }
 
@@ -646,6 +660,11 @@ void model_adam_step(model *m, float lr)
         float mhat = m->adam_m[i] / c1, vhat = m->adam_v[i] / c2;
         m->master[i] -= lr * mhat / (sqrtf(vhat) + eps);
     }
+    model_sync_params(m);
+}
+
+void model_sync_params(model *m)
+{
     for (int i = 0; i < NLAYERS; i++) { /* the model reads its parameters in the param dtype */
         layer *l = &m->L[i];
         for (int k = 0; k < l->nparams; k++)

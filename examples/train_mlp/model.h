@@ -47,6 +47,9 @@ typedef struct underflow_stats {
     uint64_t lost, total;
 } underflow_stats;
 
+struct fp8_dense; /* fp8.h: float8 training state of a dense layer (delayed scaling) */
+struct qdense;    /* qinfer.h: quantized kernel of a dense layer (inference) */
+
 enum { MAX_PARAMS = 2 }; /* dense: kernel, bias; batch_norm: gamma (scale), beta (bias) */
 
 typedef struct layer {
@@ -84,6 +87,10 @@ typedef struct layer {
     tbuf dz_c;    /* [B,out] gradient w.r.t. the layer's output/pre-activation, compute dtype */
     tbuf dx_c;    /* [B,in]  gradient w.r.t. the input, compute dtype */
     tbuf dx;      /* [B,in]  the same in the input's dtype (what the previous layer receives) */
+
+    /* dense only, at most one of the two (NULL: the float matrix products of matmul.c) */
+    struct fp8_dense *fp8; /* float8 training with delayed scaling (fp8.c), owned */
+    struct qdense *q;      /* quantized kernel for inference (qinfer.c), owned */
 } layer;
 
 enum { NLAYERS = 7 };
@@ -123,6 +130,8 @@ typedef struct model {
 /*
  * Build the model for batch size B: look up each layer's policy in `map` (by its path), allocate
  * every buffer once, initialise weights (Glorot uniform, zero biases, gamma 1, beta 0) from seed.
+ * Quantized policies are accepted here; what they mean is decided by the caller: fp8_attach
+ * (float8 training) or qinfer (quantized inference) set the dense layers' fp8 / q members.
  * Returns 0, or -1 with a message in err.
  */
 int model_init(model *m, const mxp_policy_map *map, size_t batch, uint64_t seed, int threads,
@@ -172,6 +181,9 @@ bool model_unscale_grads(model *m, float scale);
 /* The scaled param-dtype gradients of the last backward pass, widened to float32 (exact from
  * float16 / bfloat16) into out[nparams]: a shard's contribution in dist.c. */
 void model_scaled_grads(const model *m, float *out);
+
+/* Round the float32 masters into every layer's param dtype (after loading or updating them). */
+void model_sync_params(model *m);
 
 /* Adam on the float32 masters with the float32 (unscaled) gradients, then round the masters
  * into every layer's param dtype. */

@@ -28,10 +28,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckpt.h"
 #include "dist.h"
+#include "fp8.h"
 #include "mixprec.h"
 #include "mnist.h"
 #include "model.h"
+#include "qinfer.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 enum { MAX_EPOCHS = 1000, UNDERFLOW_SAMPLE_EVERY = 8 };
@@ -43,6 +46,8 @@ typedef struct options {
     float lr;
     uint64_t seed;
     double check; /* < 0: no --check */
+    const char *save, *eval, *eval_policy, *eval_map; /* checkpoints and quantized inference */
+    bool eval_mx; /* --eval-fp8 mxfp8 */
     dist_options *dist; /* --shards and the data-parallel test options (dist.c) */
 } options;
 
@@ -72,7 +77,23 @@ static void usage(FILE *f)
         "                    (default " DEFAULT_DATA ")\n"
         "  --limit N         use only the first N training images\n"
         "  --check ACC       exit 1 unless the final test accuracy is >= ACC and, with a\n"
-        "                    dynamic loss scale, the scale changed at least once\n");
+        "                    dynamic loss scale, the scale changed at least once\n"
+        "                    (with --eval: unless the checkpoint's accuracy is >= ACC)\n"
+        "  --save FILE       after training, write the model to FILE (safetensors: float32\n"
+        "                    master weights, batch-norm statistics, loss-scale and float8\n"
+        "                    scaler states in the metadata); replaced atomically\n"
+        "  --eval FILE       do not train: evaluate the checkpoint FILE on the test set (also\n"
+        "                    `mixprec cast` / `mixprec quantize` outputs: quantized weights run\n"
+        "                    quantized) and print the accuracy, the weight bytes and the median\n"
+        "                    time per batch\n"
+        "  --eval-policy P   with --eval: the policy of the layers (applied like --policy, with\n"
+        "                    --except); q=int8 / int4 / float8 quantizes the dense kernels,\n"
+        "                    e.g. int8_from_float32, int4_from_float32, float8_from_bfloat16\n"
+        "                    (default: the policies the checkpoint was trained with)\n"
+        "  --eval-map FILE   with --eval: a policy-map config whose keys override the policy of\n"
+        "                    the layers they match, e.g. \"dense_2 = float32\"\n"
+        "  --eval-fp8 R      float8 inference recipe: current (per-channel kernel scales, one\n"
+        "                    scale per batch for the input; default) or mxfp8 (OCP MX blocks)\n");
     dist_usage(f);
     fprintf(f, "  --help            this text\n");
 }
@@ -114,8 +135,9 @@ static bool parse_float(const char *s, float *out)
 /* Parse argv into *o. Returns 0, or 2 after printing the error (1 never), or -1 for --help. */
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){"p=f32,c=f16,o=f32", "batch_norm", "dynamic", NULL, DEFAULT_DATA,
-                   3, 1, 128, 0, 1e-3f, 7, -1.0, o->dist};
+    *o = (options){.policy = "p=f32,c=f16,o=f32", .except = "batch_norm", .loss_scale = "dynamic",
+                   .data = DEFAULT_DATA, .epochs = 3, .threads = 1, .batch = 128, .lr = 1e-3f,
+                   .seed = 7, .check = -1.0, .dist = o->dist};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return -1;
@@ -133,7 +155,9 @@ static int parse_args(int argc, char **argv, options *o)
         name[len] = '\0';
         static const char *const known[] = {"--policy", "--except", "--loss-scale", "--csv",
                                              "--data", "--epochs", "--batch", "--threads",
-                                             "--limit", "--seed", "--lr", "--check"};
+                                             "--limit", "--seed", "--lr", "--check",
+                                             "--save", "--eval", "--eval-policy", "--eval-map",
+                                             "--eval-fp8"};
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             is_known = is_known || strcmp(name, known[k]) == 0;
@@ -152,6 +176,15 @@ static int parse_args(int argc, char **argv, options *o)
         else if (strcmp(name, "--loss-scale") == 0) o->loss_scale = val;
         else if (strcmp(name, "--csv") == 0) o->csv = val;
         else if (strcmp(name, "--data") == 0) o->data = val;
+        else if (strcmp(name, "--save") == 0) o->save = val;
+        else if (strcmp(name, "--eval") == 0) o->eval = val;
+        else if (strcmp(name, "--eval-policy") == 0) o->eval_policy = val;
+        else if (strcmp(name, "--eval-map") == 0) o->eval_map = val;
+        else if (strcmp(name, "--eval-fp8") == 0) {
+            if (strcmp(val, "current") != 0 && strcmp(val, "mxfp8") != 0)
+                return bad_usage("--eval-fp8 needs current or mxfp8, not '%s'", val);
+            o->eval_mx = strcmp(val, "mxfp8") == 0;
+        }
         else if (strcmp(name, "--epochs") == 0) {
             if (!parse_u64(val, &u) || u < 1 || u > MAX_EPOCHS)
                 return bad_usage("--epochs needs an integer 1..1000, not '%s'", val);
@@ -181,6 +214,9 @@ static int parse_args(int argc, char **argv, options *o)
             o->check = (double)f;
         } else return bad_usage("unknown option '%s'", a);
     }
+    if ((o->eval_policy || o->eval_map) && !o->eval)
+        return bad_usage("%s needs --eval FILE", o->eval_policy ? "--eval-policy" : "--eval-map");
+    if (o->eval && o->save) return bad_usage("%s", "--eval and --save do not go together");
     return 0;
 }
 
@@ -319,6 +355,254 @@ static double evaluate(model *m, const mnist_split *test, dist *d)
     return (double)dist_sum_u64(d, correct) / (double)test->n;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double cpu_seconds(void) /* CPU time of the process: all its threads */
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Times of an evaluation: medians over the full batches, in milliseconds, of the forward pass
+ * of the model and (when one was given) of a reference model run on the same batches,
+ * alternately. wall: elapsed time; cpu: CPU time of the process, which does not count the time
+ * other jobs on a shared machine hold the CPU (with one thread, the time the pass computed). */
+typedef struct eval_times {
+    double ms, ref_ms, cpu_ms, ref_cpu_ms, ref_acc;
+    size_t batches;
+} eval_times;
+
+static double median(double *t, size_t n)
+{
+    qsort(t, n, sizeof *t, cmp_double);
+    return n == 0 ? 0.0 : n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* --eval: test accuracy of m (the whole test set, one process). With times non-NULL, every full batch's forward pass is timed; with ref
+ * non-NULL (times too) ref runs on every batch as well, after m on even batches and before it on
+ * odd ones, so both medians see the same machine load (other jobs share this CPU). */
+static double evaluate_timed(model *m, const mnist_split *test, model *ref, eval_times *times)
+{
+    size_t correct = 0, ref_correct = 0, nt = 0, nmax = test->n / m->batch + 1;
+    double *t = times ? malloc(4 * nmax * sizeof *t) : NULL; /* wall m, wall ref, cpu m, cpu ref */
+    for (size_t i = 0, b = 0; i < test->n; i += m->batch, b++) {
+        size_t rows = test->n - i < m->batch ? test->n - i : m->batch;
+        for (int pass = 0; pass < (ref && t ? 2 : 1); pass++) {
+            model *x = ref && t && (pass ^ (int)(b & 1)) ? ref : m;
+            model_set_input(x, test->images + i * MNIST_PIXELS, NULL, rows);
+            double t0 = now_seconds(), c0 = cpu_seconds();
+            model_forward(x, rows, false, NULL);
+            double c1 = cpu_seconds(), t1 = now_seconds();
+            if (t && rows == m->batch) {
+                t[(x == m ? 0 : 1) * nmax + nt] = t1 - t0;
+                t[(x == m ? 2 : 3) * nmax + nt] = c1 - c0;
+            }
+            size_t c = model_correct(x, test->labels + i, rows);
+            if (x == m) correct += c;
+            else ref_correct += c;
+        }
+        if (t && rows == m->batch) nt++;
+    }
+    if (times) {
+        *times = (eval_times){0};
+        if (t) {
+            times->ms = 1e3 * median(t, nt);
+            times->cpu_ms = 1e3 * median(t + 2 * nmax, nt);
+            if (ref) {
+                times->ref_ms = 1e3 * median(t + nmax, nt);
+                times->ref_cpu_ms = 1e3 * median(t + 3 * nmax, nt);
+                times->ref_acc = (double)ref_correct / (double)test->n;
+            }
+            times->batches = nt;
+        }
+    }
+    free(t);
+    return (double)correct / (double)test->n;
+}
+
+/* Axon's apply_policy(model, p, except: ...): a map whose default is float32 and whose layers
+ * selected by sel get p. NULL (message printed) on failure. */
+static mxp_policy_map *policy_to_map(const mxp_policy *p, const mxp_layer_select *sel)
+{
+    mxp_policy full;
+    mxp_policy_parse("float32", &full);
+    mxp_policy_map *map = mxp_policy_map_new(&full); /* layers left out keep float32 */
+    mxp_layer layers[NLAYERS];
+    model_layer_list(layers);
+    if (!map || mxp_policy_map_apply(map, layers, NLAYERS, p, sel, NULL) != MXP_OK) {
+        fprintf(stderr, "train_mlp: applying the policy failed: %s\n", mxp_last_error());
+        mxp_policy_map_free(map);
+        return NULL;
+    }
+    return map;
+}
+
+/* ---- --eval: evaluate a checkpoint, quantized or not ---------------------------------------- */
+
+/* The policy of every layer for --eval, as a map with one exact key per layer. Base: the
+ * --eval-policy applied like --policy (with --except), else the checkpoint's training map, else
+ * float32. A layer matched by a key of --eval-map takes that key's policy (and a layer matched
+ * by none takes the map's @default when there is one and no --eval-policy). */
+static mxp_policy_map *eval_map(const options *o, const mxp_layer_select *sel, const ckpt *c,
+                                const mxp_policy_map *over, char *err, size_t cap)
+{
+    mxp_policy_map *base = NULL, *map = NULL;
+    mxp_policy full, p;
+    mxp_policy_parse("float32", &full);
+    const char *text = ckpt_meta(c, "mixprec.policy_map");
+    if (o->eval_policy) {
+        mxp_policy_parse(o->eval_policy, &p); /* checked by the caller */
+        if (!(base = policy_to_map(&p, sel))) {
+            snprintf(err, cap, "cannot build the evaluation policy map");
+            return NULL;
+        }
+    } else if (text) {
+        if (mxp_policy_map_parse(text, &base) != MXP_OK) {
+            snprintf(err, cap, "%s: metadata mixprec.policy_map: %s", o->eval, mxp_last_error());
+            return NULL;
+        }
+    } else if (!(base = mxp_policy_map_new(&full))) {
+        snprintf(err, cap, "out of memory");
+        return NULL;
+    }
+    mxp_layer layers[NLAYERS];
+    model_layer_list(layers);
+    map = mxp_policy_map_new(&full);
+    bool ok = map != NULL;
+    for (int i = 0; i < NLAYERS && ok; i++) {
+        ok = mxp_policy_map_get(base, layers[i].path, &p) == MXP_OK;
+        mxp_policy po;
+        const char *key = NULL;
+        if (ok && over) {
+            ok = mxp_policy_map_match(over, layers[i].path, &po, &key) == MXP_OK;
+            if (ok && (key || (!o->eval_policy && mxp_policy_map_default(over, NULL)))) p = po;
+        }
+        ok = ok && mxp_policy_map_set(map, layers[i].path, &p) == MXP_OK;
+    }
+    if (!ok) {
+        snprintf(err, cap, "evaluation policies: %s", mxp_last_error());
+        mxp_policy_map_free(map);
+        map = NULL;
+    }
+    mxp_policy_map_free(base);
+    return map;
+}
+
+static int run_eval(const options *o, const mxp_layer_select *sel)
+{
+    char err[8192];
+    mxp_policy ep;
+    mxp_policy_map *over = NULL, *map = NULL;
+    if (o->eval_policy && mxp_policy_parse(o->eval_policy, &ep) != MXP_OK)
+        return bad_usage("bad --eval-policy: %s", mxp_last_error());
+    if (o->eval_map && mxp_policy_map_load(o->eval_map, &over) != MXP_OK)
+        return bad_usage("bad --eval-map: %s", mxp_last_error());
+
+    ckpt *c = NULL;
+    mnist_split test = {0};
+    model m, ref;
+    bool have_model = false, have_ref = false;
+    int rc;
+    if (ckpt_open(o->eval, &c, err, sizeof err) != 0) goto fail;
+    if (!(map = eval_map(o, sel, c, over, err, sizeof err))) goto fail;
+    if (mnist_load(o->data, "t10k", 0, &test, err, sizeof err) != 0) goto fail;
+    if (model_init(&m, map, o->batch, o->seed, o->threads, err, sizeof err) != 0) goto fail;
+    have_model = true;
+    /* float8 layers keep their delayed-scaling state when evaluated with the policies they were
+     * trained with (what training's own evaluation did); otherwise float8 is current scaling */
+    for (int i = 0; i < NLAYERS; i++) {
+        layer *l = &m.L[i];
+        char key[96];
+        snprintf(key, sizeof key, "mixprec.fp8.%s.x", l->path);
+        if (l->op == OP_DENSE && l->pol.quant == MXP_QUANT_FLOAT8 && !o->eval_policy &&
+            !ckpt_layer_quantized(c, l->path) && ckpt_meta(c, key) &&
+            fp8_attach_layer(&m, l, err, sizeof err) != 0)
+            goto fail;
+    }
+    if (ckpt_load(c, &m, err, sizeof err) != 0) goto fail;
+    if (qinfer_quantize_model(&m, o->eval_mx, err, sizeof err) < 0) goto fail;
+
+    /* When layers run quantized from float weights, a float32 model of the same checkpoint runs
+     * on the same batches too: its time is the baseline of the speed comparison. */
+    bool quantized = false, stored = false;
+    for (int i = 0; i < NLAYERS; i++) {
+        quantized = quantized || m.L[i].q || m.L[i].fp8;
+        stored = stored || ckpt_layer_quantized(c, m.L[i].path);
+    }
+    if (quantized && !stored) {
+        mxp_policy full;
+        mxp_policy_parse("float32", &full);
+        mxp_policy_map *fmap = mxp_policy_map_new(&full);
+        int r = fmap ? model_init(&ref, fmap, o->batch, o->seed, 1, err, sizeof err) : -1;
+        mxp_policy_map_free(fmap);
+        if (r != 0) {
+            if (!fmap) snprintf(err, sizeof err, "out of memory");
+            goto fail;
+        }
+        have_ref = true;
+        ref.threads = m.threads; /* uses m's matmul threads (model_free(&ref) must not stop them) */
+        if (ckpt_load(c, &ref, err, sizeof err) != 0) goto fail;
+    }
+
+    const char *reported = ckpt_meta(c, "mixprec.test_accuracy");
+    printf("eval: %s (trained: test_accuracy %s), %zu test images, batch %zu, %d thread%s, "
+           "kernels %s\n", o->eval, reported ? reported : "unknown", test.n, o->batch, o->threads,
+           o->threads == 1 ? "" : "s", mxp_isa());
+    for (int i = 0; i < NLAYERS; i++) {
+        const layer *l = &m.L[i];
+        char ptext[64], what[96] = "";
+        mxp_policy_format(&l->pol, ptext, sizeof ptext);
+        if (l->q)
+            snprintf(what, sizeof what, "  %s kernel%s, %zu bytes", qformat_name(qdense_format(l->q)),
+                     ckpt_layer_quantized(c, l->path) ? " (from the checkpoint)" : "",
+                     qdense_bytes(l->q));
+        else if (l->fp8)
+            snprintf(what, sizeof what, "  float8 with the delayed scales of training");
+        else if (l->op == OP_DENSE)
+            snprintf(what, sizeof what, "  %s kernel", mxp_dtype_name(l->param[0].dtype));
+        printf("  %-13s %s%s\n", l->path, ptext, what);
+    }
+    eval_times et;
+    double acc = evaluate_timed(&m, &test, have_ref ? &ref : NULL, &et);
+    printf("eval: test_accuracy=%.4f weight_bytes=%zu batch_ms=%.3f batch_cpu_ms=%.3f", acc,
+           qinfer_weight_bytes(&m), et.ms, et.cpu_ms);
+    if (have_ref)
+        printf(" float32_batch_ms=%.3f float32_batch_cpu_ms=%.3f float32_test_accuracy=%.4f",
+               et.ref_ms, et.ref_cpu_ms, et.ref_acc);
+    printf(" (median%s of %zu batches of %zu%s)\n", have_ref ? "s" : "", et.batches, o->batch,
+           have_ref ? ", the two models alternating" : "");
+    rc = 0;
+    if (o->check >= 0.0) {
+        if (acc < o->check) {
+            fprintf(stderr, "train_mlp: check failed: test accuracy %.4f < %.4f\n", acc, o->check);
+            rc = 1;
+        } else {
+            printf("check passed: test accuracy %.4f >= %.4f\n", acc, o->check);
+        }
+    }
+    goto done;
+fail:
+    fprintf(stderr, "train_mlp: %s\n", err);
+    rc = 1;
+done:
+    if (have_ref) {
+        ref.threads = 1;
+        model_free(&ref);
+    }
+    if (have_model) model_free(&m);
+    mnist_free(&test);
+    mxp_policy_map_free(map);
+    mxp_policy_map_free(over);
+    ckpt_close(c);
+    return rc;
+}
+
+
 static int train(int argc, char **argv, dist *d)
 {
     options o = {.dist = &d->opt};
@@ -331,14 +615,18 @@ static int train(int argc, char **argv, dist *d)
     if (rc != 0) return rc;
 
     /* ---- policy -> policy map (Axon's apply_policy with except:) ---- */
-    mxp_policy policy, full;
+    mxp_policy policy;
     if (mxp_policy_parse(o.policy, &policy) != MXP_OK)
         return bad_usage("bad --policy: %s", mxp_last_error());
-    if (policy.quant != MXP_QUANT_NONE)
-        return bad_usage("--policy '%s': quantized policies are not supported by this trainer",
-                         o.policy);
+    if (policy.quant == MXP_QUANT_INT8 || policy.quant == MXP_QUANT_INT4)
+        return bad_usage("--policy '%s': int8 / int4 policies quantize a trained model: use "
+                         "them with --eval-policy (training supports q=float8)", o.policy);
     char derr[256];
     if (dist_validate(d, o.batch, derr, sizeof derr) != 0) return bad_usage("%s", derr);
+    if (policy.quant == MXP_QUANT_FLOAT8 && d->shards)
+        return bad_usage("--policy '%s': float8 training is not data-parallel yet (no --shards, "
+                         "no mpirun)", o.policy);
+    if (o.eval && d->size > 1) return bad_usage("%s", "--eval runs in one process (no mpirun)");
     mxp_loss_scale ls;
     if (!parse_loss_scale(o.loss_scale, &ls))
         return bad_usage("bad --loss-scale '%s' (expected none, static:N with N > 0, or "
@@ -349,18 +637,22 @@ static int train(int argc, char **argv, dist *d)
     if ((rc = parse_except(o.except, except_buf, sizeof except_buf, except_ops, &sel.n_except)))
         return rc;
     sel.except = except_ops;
+    if (o.eval) return run_eval(&o, &sel);
+    if (o.save && !CKPT_SUPPORTED)
+        return bad_usage("%s", "--save: this train_mlp was built without checkpoint support "
+                               "(libjansson-dev missing)");
 
     if (o.csv && (rc = check_csv_path(o.csv)) != 0) return rc;
-
-    mxp_policy_parse("float32", &full);
-    mxp_policy_map *map = mxp_policy_map_new(&full); /* layers left out keep float32 */
-    mxp_layer layers[NLAYERS];
-    model_layer_list(layers);
-    if (!map || mxp_policy_map_apply(map, layers, NLAYERS, &policy, &sel, NULL) != MXP_OK) {
-        fprintf(stderr, "train_mlp: applying the policy failed: %s\n", mxp_last_error());
-        mxp_policy_map_free(map);
-        return 1;
+    if (o.save && d->rank == 0) {
+        char msg[4200];
+        if (ckpt_check_writable(o.save, msg, sizeof msg) != 0) {
+            fprintf(stderr, "train_mlp: %s\n", msg);
+            return 1;
+        }
     }
+
+    mxp_policy_map *map = policy_to_map(&policy, &sel); /* kept for the checkpoint */
+    if (!map) return 1;
 
     /* ---- data ---- */
     char err[8192];
@@ -380,6 +672,7 @@ static int train(int argc, char **argv, dist *d)
     model m;
     size_t mbatch = dist_model_batch(&d->opt, d->size, o.batch); /* rows per shard */
     bool built = model_init(&m, map, mbatch, o.seed, o.threads, err, sizeof err) == 0 &&
+                 fp8_attach(&m, err, sizeof err) >= 0 && /* q=float8: train in float8 */
                  dist_setup(d, &m, o.batch, err, sizeof err) == 0;
     if (!dist_all(d, built)) {
         if (built) snprintf(err, sizeof err, "another rank could not set up the model");
@@ -390,7 +683,6 @@ static int train(int argc, char **argv, dist *d)
         mxp_policy_map_free(map);
         return 1;
     }
-    mxp_policy_map_free(map);
 
     char ptext[64];
     mxp_policy_format(&policy, ptext, sizeof ptext);
@@ -400,7 +692,8 @@ static int train(int argc, char **argv, dist *d)
            o.threads == 1 ? "" : "s", mxp_isa());
     for (int i = 0; i < NLAYERS; i++) {
         mxp_policy_format(&m.L[i].pol, ptext, sizeof ptext);
-        printf("  %-13s %s\n", m.L[i].path, ptext);
+        printf("  %-13s %s%s\n", m.L[i].path, ptext,
+               m.L[i].fp8 ? "  (float8 products: e4m3fn x and kernel, e5m2 gradient)" : "");
     }
     printf("  activations: %zu bytes per batch of %zu\n", m.activation_bytes, mbatch);
     if (d->shards)
@@ -461,6 +754,7 @@ static int train(int argc, char **argv, dist *d)
             scale_changes += ls.scale != before;
             if (finite) model_adam_step(&m, o.lr);
             else skipped++;
+            fp8_step_end(&m); /* float8 layers: roll the amax histories, next scales */
             if (dist_after_step(d, &m, step, loss, before, &ls, finite, skipped) != 0) {
                 rc = 1;
                 break;
@@ -487,6 +781,15 @@ static int train(int argc, char **argv, dist *d)
            "activation_bytes=%zu\n",
            acc, (double)ls.scale, (unsigned long long)skipped, (unsigned long long)scale_changes,
            m.activation_bytes);
+    if (rc == 0 && o.save && d->rank == 0) {
+        ckpt_info info = {map, ls, acc, o.epochs, o.seed, train.n};
+        if (ckpt_save(o.save, &m, &info, err, sizeof err) != 0) {
+            fprintf(stderr, "train_mlp: %s\n", err);
+            rc = 1;
+        } else {
+            printf("saved: %s\n", o.save);
+        }
+    }
 
     if (rc == 0 && o.check >= 0.0) {
         if (acc < o.check) {
@@ -505,6 +808,7 @@ static int train(int argc, char **argv, dist *d)
     free(order);
     free(batch_labels);
     free(rows_out);
+    mxp_policy_map_free(map);
     model_free(&m);
     mnist_free(&train);
     mnist_free(&test);
