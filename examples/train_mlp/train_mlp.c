@@ -623,7 +623,7 @@ static int train(int argc, char **argv, dist *d)
                          "them with --eval-policy (training supports q=float8)", o.policy);
     char derr[256];
     if (dist_validate(d, o.batch, derr, sizeof derr) != 0) return bad_usage("%s", derr);
-    if (policy.quant == MXP_QUANT_FLOAT8 && d->shards)
+    if (policy.quant == MXP_QUANT_FLOAT8 && (d->opt.shards > 0 || d->size > 1))
         return bad_usage("--policy '%s': float8 training is not data-parallel yet (no --shards, "
                          "no mpirun)", o.policy);
     if (o.eval && d->size > 1) return bad_usage("%s", "--eval runs in one process (no mpirun)");
