@@ -62,7 +62,6 @@ usage_error "int8 / int4 policies" --policy int8_from_mixed_bfloat16
 usage_error "needs --eval FILE" --eval-policy int8_from_float32
 usage_error "bad --eval-policy" --eval x.safetensors --eval-policy q=int9
 usage_error "--eval-fp8 needs" --eval-fp8 mx4
-usage_error "float8 training is not data-parallel" --policy float8_from_mixed_bfloat16 --shards 2
 usage_error "--threads needs" --threads x
 "$exe" --help >"$tmp/out" 2>&1 || { echo "FAIL: --help"; fails=$((fails + 1)); }
 grep -q "usage: train_mlp" "$tmp/out" || { echo "FAIL: --help prints no usage"; fails=$((fails + 1)); }

@@ -623,9 +623,6 @@ static int train(int argc, char **argv, dist *d)
                          "them with --eval-policy (training supports q=float8)", o.policy);
     char derr[256];
     if (dist_validate(d, o.batch, derr, sizeof derr) != 0) return bad_usage("%s", derr);
-    if (policy.quant == MXP_QUANT_FLOAT8 && (d->opt.shards > 0 || d->size > 1))
-        return bad_usage("--policy '%s': float8 training is not data-parallel yet (no --shards, "
-                         "no mpirun)", o.policy);
     if (o.eval && d->size > 1) return bad_usage("%s", "--eval runs in one process (no mpirun)");
     mxp_loss_scale ls;
     if (!parse_loss_scale(o.loss_scale, &ls))
@@ -671,8 +668,9 @@ static int train(int argc, char **argv, dist *d)
     /* ---- model ---- */
     model m;
     size_t mbatch = dist_model_batch(&d->opt, d->size, o.batch); /* rows per shard */
+    int nfp8 = 0; /* dense layers training in float8 (q=float8) */
     bool built = model_init(&m, map, mbatch, o.seed, o.threads, err, sizeof err) == 0 &&
-                 fp8_attach(&m, err, sizeof err) >= 0 && /* q=float8: train in float8 */
+                 (nfp8 = fp8_attach(&m, err, sizeof err)) >= 0 &&
                  dist_setup(d, &m, o.batch, err, sizeof err) == 0;
     if (!dist_all(d, built)) {
         if (built) snprintf(err, sizeof err, "another rank could not set up the model");
@@ -754,6 +752,14 @@ static int train(int argc, char **argv, dist *d)
             scale_changes += ls.scale != before;
             if (finite) model_adam_step(&m, o.lr);
             else skipped++;
+            if (nfp8 > 0 && d->shards) { /* this step's amaxes: the MAX over every rank's shards */
+                mxp_fp8_scaler *sc[NLAYERS * FP8_NSCALERS];
+                size_t nsc = 0;
+                for (int i = 0; i < NLAYERS; i++)
+                    for (int k = 0; k < FP8_NSCALERS; k++)
+                        if (fp8_scaler(&m.L[i], k)) sc[nsc++] = fp8_scaler(&m.L[i], k);
+                dist_fp8_sync(d, sc, nsc);
+            }
             fp8_step_end(&m); /* float8 layers: roll the amax histories, next scales */
             if (dist_after_step(d, &m, step, loss, before, &ls, finite, skipped) != 0) {
                 rc = 1;
