@@ -18,6 +18,8 @@
 #   fp8      dist_fp8_test (passed as TRAIN_MLP_MPI) on 3 ranks: dist_amax_max against a
 #            reference, and 24 steps of float8 delayed scaling whose scales must agree on every
 #            rank and equal a scaler that saw every rank's data.
+#   fp8train float8 training with delayed scaling (--policy ...,q=float8,h=16) --shards 4: the
+#            traces of mpirun -np 2 and 4 equal the one-process run (the amax MAX over ranks).
 #   cli      bad options (--shards 0, fewer shards than ranks) exit 2 on every rank with one
 #            message; missing data exits 1.
 # Every run: --limit 2000 images, --verify-ranks (every rank compares its loss scale, skipped
@@ -141,6 +143,18 @@ cli)
 fp8)
   # TRAIN_MLP_MPI is dist_fp8_test here: the float8 reductions on 3 ranks (see its header)
   run_mpi 3 || fail "dist_fp8_test on 3 ranks"
+  ;;
+fp8train)
+  # float8 training (fp8.c, delayed scaling, amax history 16): every rank's shards record their
+  # amaxes, dist_fp8_sync takes the MAX over the ranks, so -np 2 and 4 equal one process
+  f8="--data $data --limit 2000 --epochs 1 --batch 128 --seed 3 --loss-scale none --shards 4"
+  f8="$f8 --policy p=f32,c=bf16,o=bf16,q=float8,h=16"
+  "$exe" $f8 --trace "$tmp/ref" >"$tmp/ref.log" 2>&1 || { fail "train_mlp float8 --shards 4"; cat "$tmp/ref.log"; }
+  for np in 2 4; do
+    run_mpi "$np" $f8 --verify-ranks --trace "$tmp/np$np" >"$tmp/np$np.log" 2>&1 \
+      || { fail "mpirun -np $np float8"; cat "$tmp/np$np.log"; }
+    same_traces "$tmp/ref.rank0" "$tmp/np$np" "$np"
+  done
   ;;
 *) echo "mpi_test: unknown check '$check'"; exit 2 ;;
 esac
