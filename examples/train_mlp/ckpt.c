@@ -25,7 +25,8 @@ int ckpt_check_writable(const char *path, char *err, size_t cap)
     char probe[4096];
     const char *slash = strrchr(path, '/');
     int dlen = slash ? (int)(slash - path) + 1 : 0;
-    if (snprintf(probe, sizeof probe, "%.*s.train_mlp-probe-XXXXXX", dlen, path) >= (int)sizeof probe) {
+    int len = snprintf(probe, sizeof probe, "%.*s.train_mlp-probe-XXXXXX", dlen, path);
+    if (len < 0 || len >= (int)sizeof probe) {
         snprintf(err, cap, "cannot write checkpoint %s: path too long", path);
         return -1;
     }
@@ -213,10 +214,12 @@ static bool known_name(const char *name)
     model_layer_list(layers);
     char buf[96];
     for (int i = 0; i < NLAYERS; i++) {
-        bool dense = strcmp(layers[i].op, "dense") == 0, bn = strcmp(layers[i].op, "batch_norm") == 0;
+        bool dense = strcmp(layers[i].op, "dense") == 0;
+        bool bn = strcmp(layers[i].op, "batch_norm") == 0;
         size_t k_count = dense ? 2 : bn ? 4 : 0;
         for (size_t k = 0; k < k_count; k++) {
-            snprintf(buf, sizeof buf, "%s/%s", layers[i].path, dense ? DENSE_NAMES[k] : BN_NAMES[k]);
+            snprintf(buf, sizeof buf, "%s/%s", layers[i].path,
+                     dense ? DENSE_NAMES[k] : BN_NAMES[k]);
             if (strcmp(name, buf) == 0) return true;
         }
         for (int k = 0; dense && k < 2; k++) { /* a quantized weight's scales, int4's shape */

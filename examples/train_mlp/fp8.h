@@ -5,7 +5,8 @@
  * A dense layer whose policy has q=float8 keeps its float32 master weights (Adam updates them as
  * always) and runs its three matrix products on float8 values:
  *
- *   forward   z  = (x8 . w8)  * (inv_x * inv_w) + bias      x8 = e4m3fn(x * s_x), w8 = e4m3fn(w * s_w)
+ *   forward   z  = (x8 . w8)  * (inv_x * inv_w) + bias    x8 = e4m3fn(x * s_x)
+ *                                                         w8 = e4m3fn(w * s_w)
  *   backward  dW = (x8^T . g8) * (inv_x * inv_g)            g8 = e5m2(dz * s_g)
  *             dx = (g8 . w8^T) * (inv_g * inv_w)
  *

@@ -590,7 +590,8 @@ static void dense_backward(model *m, layer *l, bool first, const tbuf *dy, const
     if (first) return;                                  /* nobody needs d(input) */
     if (!l->fp8) {
         transpose(m->ws_wt, l->param_f[0], l->in, l->out); /* [out,in] w^T */
-        matmul_forward(m->ws_x, dz, m->ws_wt, NULL, rows, l->out, l->in, m->threads); /* [rows,in] */
+        matmul_forward(m->ws_x, dz, m->ws_wt, NULL, rows, l->out, l->in,
+                       m->threads); /* [rows,in] */
     }
     input_grad(m, l, m->ws_x, nin, u);
 }

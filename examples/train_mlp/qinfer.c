@@ -137,7 +137,8 @@ static int set_block_scales(struct qdense *q, const uint8_t *e, const char *path
         for (size_t b = 0; b < q->nb; b++) {
             uint8_t v = e[j * q->nb + b];
             if (v == 0xFF) {
-                snprintf(err, cap, "layer '%s': MX block scale [%zu,%zu] is NaN (0xFF)", path, j, b);
+                snprintf(err, cap, "layer '%s': MX block scale [%zu,%zu] is NaN (0xFF)", path, j,
+                         b);
                 return -1;
             }
             q->bscale[b * q->out + j] = ldexpf(1.0f, (int)v - 127);

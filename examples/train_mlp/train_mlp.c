@@ -383,9 +383,10 @@ static double median(double *t, size_t n)
     return n == 0 ? 0.0 : n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-/* --eval: test accuracy of m (the whole test set, one process). With times non-NULL, every full batch's forward pass is timed; with ref
- * non-NULL (times too) ref runs on every batch as well, after m on even batches and before it on
- * odd ones, so both medians see the same machine load (other jobs share this CPU). */
+/* --eval: test accuracy of m (the whole test set, one process). With times non-NULL, every
+ * full batch's forward pass is timed; with ref non-NULL (times too) ref runs on every batch as
+ * well, after m on even batches and before it on odd ones, so both medians see the same machine
+ * load (other jobs share this CPU). */
 static double evaluate_timed(model *m, const mnist_split *test, model *ref, eval_times *times)
 {
     size_t correct = 0, ref_correct = 0, nt = 0, nmax = test->n / m->batch + 1;
@@ -558,7 +559,8 @@ static int run_eval(const options *o, const mxp_layer_select *sel)
         char ptext[64], what[96] = "";
         mxp_policy_format(&l->pol, ptext, sizeof ptext);
         if (l->q)
-            snprintf(what, sizeof what, "  %s kernel%s, %zu bytes", qformat_name(qdense_format(l->q)),
+            snprintf(what, sizeof what, "  %s kernel%s, %zu bytes",
+                     qformat_name(qdense_format(l->q)),
                      ckpt_layer_quantized(c, l->path) ? " (from the checkpoint)" : "",
                      qdense_bytes(l->q));
         else if (l->fp8)
