@@ -76,6 +76,8 @@ static const conv convs[] = {
     {"f64->f32", MXP_FLOAT32, MXP_FLOAT64, MXP__RNE, false},
     {"f32->f64", MXP_FLOAT64, MXP_FLOAT32, MXP__RNE, false},
     {"f64->bf16", MXP_BFLOAT16, MXP_FLOAT64, MXP__RNE, false},
+    {"f64->bf16 SR", MXP_BFLOAT16, MXP_FLOAT64, MXP__SR, false},
+    {"f64->f32 SR", MXP_FLOAT32, MXP_FLOAT64, MXP__SR, false},
     {"f16->bf16", MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, false},
     {"bf16->e4m3fn", MXP_FLOAT8_E4M3FN, MXP_BFLOAT16, MXP__RNE, false},
 };

@@ -12,7 +12,7 @@
  *    its decision depends only on the value and on r = mxp__sr_bits(seed, index) (kernels.h),
  *    and the block passes each element's own index. The first step never saturates (a +-inf
  *    input must reach the second step as infinity, to become that format's max).
- *  - float64 -> narrow (nearest-even; stochastic rounding stays scalar): the ISA supplies a
+ *  - float64 -> narrow (nearest-even; stochastic rounding: cvt_f64_avx2.c): the ISA supplies a
  *    float64 -> float32 round-to-odd step (cvt_f64_avx2.c explains why that and then one
  *    nearest-even rounding equals the single rounding of the reference). An ISA without one
  *    (NEON) keeps the scalar entries for float64 sources.
