@@ -13,8 +13,8 @@
 #            one-process run with the inf injected on rank 0, and the run without a fault does
 #            not skip step 5.
 #   killed   rank 1 kills itself (SIGKILL) at step 20 of 3 epochs: mpirun must fail (not hang:
-#            60 s timeout) naming the signal; the CSV written by rank 0 is complete, no
-#            temporary file is left.
+#            120 s timeout) naming the signal; the CSV written by rank 0 is complete, no
+#            checkpoint (--save, written at the end) and no temporary file is left.
 #   fp8      dist_fp8_test (passed as TRAIN_MLP_MPI) on 3 ranks: dist_amax_max against a
 #            reference, and 24 steps of float8 delayed scaling whose scales must agree on every
 #            rank and equal a scaler that saw every rank's data.
@@ -109,7 +109,9 @@ fault)
   ;;
 killed)
   mkdir "$tmp/out"
-  run_mpi 2 $common --epochs 3 --shards 4 --csv "$tmp/out/run.csv" --die-at 20:1 \
+  save=""
+  "$exe" --help | grep -q -- '--save' && save="--save $tmp/out/model.safetensors"
+  run_mpi 2 $common --epochs 3 --shards 4 --csv "$tmp/out/run.csv" $save --die-at 20:1 \
     >"$tmp/log" 2>"$tmp/err"
   rc=$?
   sed 's/^/    /' "$tmp/err"

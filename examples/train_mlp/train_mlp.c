@@ -641,14 +641,16 @@ static int train(int argc, char **argv, dist *d)
         return bad_usage("%s", "--save: this train_mlp was built without checkpoint support "
                                "(libjansson-dev missing)");
 
-    if (o.csv && (rc = check_csv_path(o.csv)) != 0) return rc;
-    if (o.save && d->rank == 0) {
+    bool writable = true; /* rank 0 writes the files: its checks stop every rank */
+    if (d->rank == 0 && o.csv && check_csv_path(o.csv) != 0) writable = false;
+    if (d->rank == 0 && writable && o.save) {
         char msg[4200];
         if (ckpt_check_writable(o.save, msg, sizeof msg) != 0) {
             fprintf(stderr, "train_mlp: %s\n", msg);
-            return 1;
+            writable = false;
         }
     }
+    if (!dist_all(d, writable)) return 1;
 
     mxp_policy_map *map = policy_to_map(&policy, &sel); /* kept for the checkpoint */
     if (!map) return 1;
@@ -670,9 +672,8 @@ static int train(int argc, char **argv, dist *d)
     /* ---- model ---- */
     model m;
     size_t mbatch = dist_model_batch(&d->opt, d->size, o.batch); /* rows per shard */
-    int nfp8 = 0; /* dense layers training in float8 (q=float8) */
     bool built = model_init(&m, map, mbatch, o.seed, o.threads, err, sizeof err) == 0 &&
-                 (nfp8 = fp8_attach(&m, err, sizeof err)) >= 0 &&
+                 fp8_attach(&m, err, sizeof err) >= 0 && /* q=float8: train in float8 */
                  dist_setup(d, &m, o.batch, err, sizeof err) == 0;
     if (!dist_all(d, built)) {
         if (built) snprintf(err, sizeof err, "another rank could not set up the model");
@@ -683,6 +684,12 @@ static int train(int argc, char **argv, dist *d)
         mxp_policy_map_free(map);
         return 1;
     }
+
+    mxp_fp8_scaler *fp8s[NLAYERS * FP8_NSCALERS]; /* every float8 scaler, layer order */
+    size_t nfp8s = 0;
+    for (int i = 0; i < NLAYERS; i++)
+        for (int k = 0; k < FP8_NSCALERS; k++)
+            if (fp8_scaler(&m.L[i], k)) fp8s[nfp8s++] = fp8_scaler(&m.L[i], k);
 
     char ptext[64];
     mxp_policy_format(&policy, ptext, sizeof ptext);
@@ -754,16 +761,11 @@ static int train(int argc, char **argv, dist *d)
             scale_changes += ls.scale != before;
             if (finite) model_adam_step(&m, o.lr);
             else skipped++;
-            if (nfp8 > 0 && d->shards) { /* this step's amaxes: the MAX over every rank's shards */
-                mxp_fp8_scaler *sc[NLAYERS * FP8_NSCALERS];
-                size_t nsc = 0;
-                for (int i = 0; i < NLAYERS; i++)
-                    for (int k = 0; k < FP8_NSCALERS; k++)
-                        if (fp8_scaler(&m.L[i], k)) sc[nsc++] = fp8_scaler(&m.L[i], k);
-                dist_fp8_sync(d, sc, nsc);
-            }
+            /* this step's amaxes: the MAX over every rank's shards (nothing for 0 scalers) */
+            if (d->shards) dist_fp8_sync(d, fp8s, nfp8s);
             fp8_step_end(&m); /* float8 layers: roll the amax histories, next scales */
-            if (dist_after_step(d, &m, step, loss, before, &ls, finite, skipped) != 0) {
+            if (dist_fp8_check(d, fp8s, nfp8s, step) != 0 || /* --verify-ranks */
+                dist_after_step(d, &m, step, loss, before, &ls, finite, skipped) != 0) {
                 rc = 1;
                 break;
             }
@@ -791,7 +793,10 @@ static int train(int argc, char **argv, dist *d)
            m.activation_bytes);
     if (rc == 0 && o.save && d->rank == 0) {
         ckpt_info info = {map, ls, acc, o.epochs, o.seed, train.n};
-        if (ckpt_save(o.save, &m, &info, err, sizeof err) != 0) {
+        dist_write_begin(); /* a SIGTERM from mpirun waits until the checkpoint is complete */
+        int saved = ckpt_save(o.save, &m, &info, err, sizeof err);
+        dist_write_end();
+        if (saved != 0) {
             fprintf(stderr, "train_mlp: %s\n", err);
             rc = 1;
         } else {
