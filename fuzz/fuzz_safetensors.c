@@ -9,6 +9,11 @@
  *    match numel * bits / 8, every tensor is found by name, and every byte reads back equal
  *    to the input (mxst_read);
  *  - strict success implies lax success.
+ * Run (clang, -DMIXPREC_FUZZ=ON; the target is built by tools/CMakeLists.txt):
+ *   ASAN_OPTIONS=quarantine_size_mb=32 build/tools/fuzz_safetensors -runs=10000000 \
+ *       -rss_limit_mb=256 -timeout=2 -max_len=4096 fuzz/corpus/safetensors
+ * (ASan's default 256 MB quarantine of freed blocks alone passes 256 MB of RSS after a few
+ * million inputs: jansson frees many small blocks; a single input needs about 55 MB.)
  */
 #include <stdint.h>
 #include <stdlib.h>
