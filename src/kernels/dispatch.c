@@ -183,12 +183,13 @@ static void build(mxp__isa_id isa)
  * mxp__nt_threshold bytes read + written, where the 2^16 column applies; "large": at or above
  * it, the 2^26 column), the avx512 kernel where its time was lower, else the avx2 kernel
  * ("a / b" above: a below the threshold, b above). The float8 encodes lose in cache on Zen 4
- * (their AVX-512 steps store through VPMOVDB, the AVX2 ones through pack instructions) and win
- * or tie when memory-bound. Caveat: f64->f32 runs the same code in both tables and still
- * measured 0.93 / 0.97, so differences within about 7% are noise, and the choices for f16->f32,
- * e4m3fn/e5m2 -> f32 at 2^26 and the saturating encodes at 2^26 are close calls either way;
- * re-measure (bench_convert prints avx2, avx512 = own kernels and avx512* = this table) and
- * edit the rows below. The composed pairs (cvt_compose.c: f16->bf16, bf16->e4m3fn, ...) run the
+ * (presumably their AVX-512 steps, which store through VPMOVDB where the AVX2 ones use pack
+ * instructions; not profiled) and win or tie when memory-bound. Caveat: f64->f32 runs the same
+ * code in both tables and still measured 0.93 / 0.97, so differences within about 7% are noise,
+ * and the choices for f16->f32, e4m3fn/e5m2 -> f32 at 2^26 and the saturating encodes at 2^26
+ * are close calls either way. Intel AVX-512 parts have not been measured at all. Re-measure
+ * (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this table)
+ * and edit the rows below. The composed pairs (cvt_compose.c: f16->bf16, bf16->e4m3fn, ...) run the
  * table's float32 entries on 2048-element blocks, so they follow the "small" choices.
  * Only the avx512 table mixes; the other tables are their ISA's own kernels.
  */
