@@ -16,15 +16,13 @@
 #include "pool.h"
 
 /* A call is split over threads only for at least this many elements per thread (2 threads from
- * 2^19 elements). With the persistent workers (pool.c) a split costs a wake-up, not a thread
- * start: bench_convert --scan on the development VM measured 1-8 us per two-thread call at
- * 2^13 .. 2^20 elements with the pool against 38-43 us with a thread started and joined per
- * call (the old threshold was 2^22 per thread for that reason). A chunk of 2^18 elements is
- * 25-50 us of in-cache work, several times the wake-up; and since the caller takes any chunk
- * no worker has claimed yet, a worker that wakes late costs nothing but its own chunk.
- * (That VM, two vCPUs under a load of 10-18, could not show the two-thread speed-up itself at
- * these sizes: bench/RESULTS.md.) */
-size_t mxp__convert_min_per_thread = (size_t)1 << 18;
+ * 2^23 elements). With the persistent workers (pool.c) a split costs a wake-up, not a thread
+ * start: bench_convert --scan on the development VM (2 vCPUs) measured 1-8 us of overhead per
+ * two-thread call with the pool against 38-43 us with a thread started and joined per call.
+ * But even so, two threads were not faster than one anywhere from 2^13 to 2^22 elements there
+ * (e.g. float32 -> bfloat16 at 2^19: 0.106 ns/element on one thread, 0.129 on two, load 2), so
+ * the threshold stays where the thread-per-call measurement put it (bench/RESULTS.md). */
+size_t mxp__convert_min_per_thread = (size_t)1 << 22;
 /* Upper bound on the threads one call uses (requests above it are clamped). */
 #define MXP__CONVERT_MAX_THREADS 64
 /* Chunk boundaries are multiples of this many elements. */

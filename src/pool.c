@@ -4,7 +4,7 @@
  * Why: starting and joining a thread per chunk per call cost 25-50 us per call on the
  * development VM, which is why a call had to have 2^23 elements before a second thread paid
  * off. A sleeping worker woken through a condition variable costs a few microseconds instead
- * (convert.c: the threshold now).
+ * (convert.c says why the threshold still stands).
  *
  * Shape: one mutex, a FIFO of jobs that still have unclaimed tasks, and workers that sleep on a
  * condition variable until a job arrives. A job lives on its caller's stack: the caller queues

@@ -73,7 +73,7 @@ MXP_API mxp_status mxp_convert(void *dst, mxp_dtype dst_type, const void *src, m
 
 /**
  * mxp_convert with options (opts may be NULL: the defaults). opts->threads > 1 splits large
- * arrays (2^18 = 262 144 elements per thread at least) into contiguous chunks over up
+ * arrays (2^22 = 4 194 304 elements per thread at least) into contiguous chunks over up
  * to that many threads, the calling thread included; small arrays stay on the calling thread.
  * The output bits never depend on the thread count: stochastic rounding draws its random bits
  * from (opts->seed, element index i in [0, n)).
