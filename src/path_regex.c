@@ -25,7 +25,7 @@
  * ']' or '^', '-' first or last; groups; '|' with empty alternatives allowed; '*' '+' '?'
  * '{m}' '{m,}' '{m,n}' '{,n}' after an atom (one per atom); '^' and '$' anchors anywhere;
  * '\' before a non-alphanumeric byte makes it literal; \w \W \s \S as in glibc. Refused:
- * back-references, other letter or digit escapes, a repetition with nothing to repeat or
+ * back-references, other letter or digit escapes, glibc's anchors \< \> \` \', a repetition with nothing to repeat or
  * after another repetition, an unmatched ')' (glibc reads it as a literal), ranges with
  * non-ASCII endpoints. Bytes are bytes: the program's locale plays no part.
  */
@@ -356,6 +356,10 @@ static int parse_atom(parser *p)
             if (d == 'W' || d == 'S') complement(bits);
             return new_set(p, bits);
         }
+        if (d == '<' || d == '>' || d == '`' || d == '\'')
+            return fail(p, "unsupported escape '\\%c' at offset %zu (a GNU word or buffer anchor; a literal "
+                           "'%c' needs no backslash)",
+                        (char)d, at, (char)d);
         if (is_alnum(d))
             return fail(p, "unsupported escape '\\%c' at offset %zu (only \\w \\W \\s \\S and escaped "
                            "punctuation such as '\\.' are supported; for digits write [0-9])",
