@@ -265,6 +265,24 @@ static inline void store_f32x8(unsigned char *q, __m256 v, bool stream)
     store256(q, _mm256_castps_si256(v), stream);
 }
 
+/* Store 16 float32 results (y0 at q, y1 at q + 32) and fold their magnitudes into acc, the
+ * running unsigned max of |bits| that folded_finite checks once at the end. */
+static inline __m256i store2_fold(unsigned char *q, __m256 y0, __m256 y1, bool stream, __m256i acc)
+{
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
+    store_f32x8(q, y0, stream);
+    store_f32x8(q + 32, y1, stream);
+    acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y0), abs));
+    return _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y1), abs));
+}
+
+/* True when every folded magnitude is at most FLT_MAX's bits (no inf, no NaN was stored). */
+static inline bool folded_finite(__m256i acc)
+{
+    const __m256i lim = _mm256_set1_epi32(0x7F7FFFFF);
+    return _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu32(acc, lim), lim)) == -1;
+}
+
 static bool into_f32(void *dst, const void *src, size_t n, float inv)
 {
     mxp__unscale_into_fn scalar = mxp__scalar_kernels()->unscale_into[MXP_FLOAT32];
@@ -274,7 +292,6 @@ static bool into_f32(void *dst, const void *src, size_t n, float inv)
     const unsigned char *s = src;
     unsigned char *d = dst;
     const __m256 vinv = _mm256_set1_ps(inv);
-    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
     __m256i acc = _mm256_setzero_si256();
     bool stream;
     size_t i = stream_head(dst, n, 4, &stream);
@@ -289,14 +306,10 @@ static bool into_f32(void *dst, const void *src, size_t n, float inv)
         }
         __m256 y0 = _mm256_mul_ps(_mm256_castsi256_ps(v0), vinv);
         __m256 y1 = _mm256_mul_ps(_mm256_castsi256_ps(v1), vinv);
-        store_f32x8(d + 4 * i, y0, stream);
-        store_f32x8(d + 4 * i + 32, y1, stream);
-        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y0), abs));
-        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y1), abs));
+        acc = store2_fold(d + 4 * i, y0, y1, stream, acc);
     }
     if (stream) _mm_sfence();
-    const __m256i lim = _mm256_set1_epi32(0x7F7FFFFF);
-    ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu32(acc, lim), lim)) == -1;
+    ok &= folded_finite(acc);
     if (i < n) ok &= scalar(d + 4 * i, s + 4 * i, n - i, inv);
     return ok;
 }
@@ -311,8 +324,7 @@ static bool into_bf16(void *dst, const void *src, size_t n, float inv)
     const unsigned char *s = src;
     unsigned char *d = dst;
     const __m256 vinv = _mm256_set1_ps(inv);
-    const __m256i abs16 = _mm256_set1_epi16(0x7FFF), one16 = _mm256_set1_epi16(1),
-                  abs = _mm256_set1_epi32(0x7FFFFFFF);
+    const __m256i abs16 = _mm256_set1_epi16(0x7FFF), one16 = _mm256_set1_epi16(1);
     __m256i acc = _mm256_setzero_si256();
     bool stream;
     size_t i = stream_head(dst, n, 4, &stream);
@@ -331,14 +343,10 @@ static bool into_bf16(void *dst, const void *src, size_t n, float inv)
         __m256 x1 = _mm256_castsi256_ps(
             _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(v, 1)), 16));
         __m256 y0 = _mm256_mul_ps(x0, vinv), y1 = _mm256_mul_ps(x1, vinv);
-        store_f32x8(d + 4 * i, y0, stream);
-        store_f32x8(d + 4 * i + 32, y1, stream);
-        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y0), abs));
-        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y1), abs));
+        acc = store2_fold(d + 4 * i, y0, y1, stream, acc);
     }
     if (stream) _mm_sfence();
-    const __m256i lim = _mm256_set1_epi32(0x7F7FFFFF);
-    ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu32(acc, lim), lim)) == -1;
+    ok &= folded_finite(acc);
     if (i < n) ok &= scalar(d + 4 * i, s + 2 * i, n - i, inv);
     return ok;
 }
@@ -353,7 +361,6 @@ static bool into_f16(void *dst, const void *src, size_t n, float inv)
     const unsigned char *s = src;
     unsigned char *d = dst;
     const __m256 vinv = _mm256_set1_ps(inv);
-    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
     __m256i acc = _mm256_setzero_si256();
     bool stream;
     size_t i = stream_head(dst, n, 4, &stream);
@@ -370,14 +377,10 @@ static bool into_f16(void *dst, const void *src, size_t n, float inv)
             }
         }
         __m256 y0 = _mm256_mul_ps(x0, vinv), y1 = _mm256_mul_ps(x1, vinv);
-        store_f32x8(d + 4 * i, y0, stream);
-        store_f32x8(d + 4 * i + 32, y1, stream);
-        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y0), abs));
-        acc = _mm256_max_epu32(acc, _mm256_and_si256(_mm256_castps_si256(y1), abs));
+        acc = store2_fold(d + 4 * i, y0, y1, stream, acc);
     }
     if (stream) _mm_sfence();
-    const __m256i lim = _mm256_set1_epi32(0x7F7FFFFF);
-    ok &= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu32(acc, lim), lim)) == -1;
+    ok &= folded_finite(acc);
     if (i < n) ok &= scalar(d + 4 * i, s + 2 * i, n - i, inv);
     return ok;
 }
