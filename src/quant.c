@@ -253,11 +253,15 @@ static void emit(const qjob *j, size_t r, size_t c0, const float *xf, size_t len
         break;
     }
     default: {
+        const mxp__cvt_fn cvt = j->ck->cvt[j->fmt][MXP_FLOAT32][MXP__RNE];
+        if (!sv) {
+            (void)j->qk->fp8_encode(j->out + off, xf, len, s, j->fmt == MXP_FLOAT8_E5M2, j->nt, cvt);
+            break;
+        }
         float y[BLK];
         unsigned char t[BLK];
-        if (sv) j->qk->mul_v(y, xf, sv, len);
-        else (void)j->qk->mul_amax(y, xf, len, s);
-        j->ck->cvt[j->fmt][MXP_FLOAT32][MXP__RNE](j->nt ? t : j->out + off, y, len, &SAT);
+        j->qk->mul_v(y, xf, sv, len);
+        cvt(j->nt ? t : j->out + off, y, len, &SAT);
         if (j->nt) j->qk->store_nt(j->out + off, t, len);
         break;
     }
@@ -573,17 +577,15 @@ mxp_status mxp_quantize_mx(void *q, mxp_dtype fmt, uint8_t *scales, const void *
     if (bad < n) return fail_nonfinite(fn, x, xt, bad, cols);
     const size_t nb = ceil_div(cols, MXP__MX_BLOCK);
     const int e5m2 = fmt == MXP_FLOAT8_E5M2, fl = r == MXP_MX_FLOOR;
-    float buf[BLK], y[BLK];
-    unsigned char t[BLK];
+    float buf[BLK];
     const bool nt = stream(n, mxp_dtype_size(xt));
+    const mxp__cvt_fn cvt = ck->cvt[fmt][MXP_FLOAT32][MXP__RNE];
     const mxp__qfenv env = mxp__qfenv_enter();
     for (size_t row = 0; row < rows; row++)
         for (size_t c = 0; c < cols; c += BLK) { /* BLK is a multiple of the block size */
             const size_t m = cols - c < BLK ? cols - c : BLK, off = row * cols + c;
-            qk->mx_scale(y, scales + row * nb + c / MXP__MX_BLOCK,
-                         view((const unsigned char *)x, xt, off, m, buf, ck), m, e5m2, fl);
-            ck->cvt[fmt][MXP_FLOAT32][MXP__RNE](nt ? t : (unsigned char *)q + off, y, m, &SAT);
-            if (nt) qk->store_nt((unsigned char *)q + off, t, m);
+            qk->mx_encode((unsigned char *)q + off, scales + row * nb + c / MXP__MX_BLOCK,
+                          view((const unsigned char *)x, xt, off, m, buf, ck), m, e5m2, fl, nt, cvt);
         }
     if (nt) qk->store_fence();
     mxp__qfenv_leave(env);
@@ -741,17 +743,20 @@ mxp_status mxp_fp8_quantize_delayed(void *q, const void *x, mxp_dtype xt, size_t
     const mxp__cvt_fn cvt = ck->cvt[s->r.format][MXP_FLOAT32][MXP__RNE];
     const unsigned char *xb = (const unsigned char *)x;
     const float scale = s->scale;
-    float buf[BLK], y[BLK];
-    unsigned char t[BLK];
+    const int e5m2 = s->r.format == MXP_FLOAT8_E5M2;
+    float buf[BLK];
     uint32_t amax = 0;
     const bool nt = stream(n, mxp_dtype_size(xt));
     const mxp__qfenv env = mxp__qfenv_enter();
-    for (size_t b = 0; b < n; b += BLK) {
-        const size_t m = n - b < BLK ? n - b : BLK;
-        const uint32_t a = qk->mul_amax(y, view(xb, xt, b, m, buf, ck), m, scale);
-        amax = a > amax ? a : amax;
-        cvt(nt ? t : (unsigned char *)q + b, y, m, &SAT);
-        if (nt) qk->store_nt((unsigned char *)q + b, t, m);
+    if (xt == MXP_FLOAT32 && ((uintptr_t)x & 3u) == 0) { /* one sweep over the whole input */
+        amax = qk->fp8_encode((unsigned char *)q, (const float *)x, n, scale, e5m2, nt, cvt);
+    } else {
+        for (size_t b = 0; b < n; b += BLK) {
+            const size_t m = n - b < BLK ? n - b : BLK;
+            const uint32_t a = qk->fp8_encode((unsigned char *)q + b, view(xb, xt, b, m, buf, ck), m, scale,
+                                              e5m2, nt, cvt);
+            amax = a > amax ? a : amax;
+        }
     }
     if (nt) qk->store_fence();
     mxp__qfenv_leave(env);

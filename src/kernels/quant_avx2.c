@@ -142,6 +142,169 @@ static void mx_scale_avx2(float *y, uint8_t *e, const float *x, size_t n, int e5
     ref.mx_scale(y + b, e + b / 32, x + b, n - b, e5m2, floor_rule);
 }
 
+/*
+ * Fused float8 encode of 8 finite-or-infinite float32 products y (NaN lanes are the caller's):
+ * with a = |y| as bits, clamped to the bits of the max finite value (saturation; an integer min
+ * on magnitudes, so +-inf clamps too), then
+ *   normal range (a >= bits of 2^(1 - bias)): round the float32 pattern to M mantissa bits with
+ *     ties to even in the integer domain (add half - 1 plus the lowest kept bit, shift; a carry
+ *     moves into the exponent, which is the right next value) and rebias the exponent;
+ *   subnormal range: a + 2^(1 - bias - M + 23) in float32 arithmetic, whose ulp is the
+ *     float8's smallest subnormal, rounds a to a multiple of it with ties to even (MXCSR is in
+ *     nearest-even, no DAZ: quant.c sets it); the low bits of the sum are the code, and a value
+ *     that rounds up to 2^(1 - bias) gives the smallest normal's code, as it must;
+ * then the sign goes into bit 7. Clamping before rounding is the same as saturating after it:
+ * rounding is monotone and the max is representable.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define QINLINE inline __attribute__((always_inline))
+#else
+#define QINLINE inline
+#endif
+
+/* e5m2 is a constant wherever this is inlined (the loops below are instantiated per format),
+ * so the shifts are immediates and the constants need no registers of their own. */
+static QINLINE __m256i f8_code(__m256 y, const int e5m2)
+{
+    const int m = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, shift = 23 - m;
+    const __m256i yb = _mm256_castps_si256(y);
+    const __m256i a = _mm256_min_epu32(mag(y), _mm256_set1_epi32(e5m2 ? 0x47600000 : 0x43E00000)); /* 57344 / 448 */
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(a, shift), _mm256_set1_epi32(1));
+    const __m256i nrm = _mm256_sub_epi32(
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(a, _mm256_set1_epi32((1 << (shift - 1)) - 1)), odd), shift),
+        _mm256_set1_epi32((127 - bias) << m));
+    const __m256 magic = _mm256_castsi256_ps(_mm256_set1_epi32((127 + 1 - bias - m + 23) << 23));
+    const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)),
+                                         _mm256_castps_si256(magic));
+    const __m256i tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32((127 + 1 - bias) << 23), a); /* a < 2^(1 - bias) */
+    const __m256i code = _mm256_blendv_epi8(nrm, sub, tiny);
+    return _mm256_or_si256(code, _mm256_and_si256(_mm256_srli_epi32(yb, 24), _mm256_set1_epi32(0x80)));
+}
+
+/* 4 x 8 codes (each 0..255) -> 32 bytes in order. */
+static inline __m256i f8_pack(__m256i c0, __m256i c1, __m256i c2, __m256i c3)
+{
+    const __m256i b = _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
+    return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static inline int any_nan(__m256 y0, __m256 y1, __m256 y2, __m256 y3)
+{
+    const __m256 u = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(y0, y0, _CMP_UNORD_Q), _mm256_cmp_ps(y1, y1, _CMP_UNORD_Q)),
+                                  _mm256_or_ps(_mm256_cmp_ps(y2, y2, _CMP_UNORD_Q), _mm256_cmp_ps(y3, y3, _CMP_UNORD_Q)));
+    return _mm256_movemask_ps(u) != 0;
+}
+
+static const mxp__cvt_args SAT = {true, 0, 0};
+
+/* Elements the vector loop does not take (an unaligned head before streaming, the tail). */
+static uint32_t fp8_encode_part(uint8_t *q, const float *x, size_t n, float s, mxp__cvt_fn slow)
+{
+    float y[32];
+    uint32_t m = 0;
+    for (size_t b = 0; b < n; b += 32) {
+        const size_t len = n - b < 32 ? n - b : 32;
+        const uint32_t a = ref.mul_amax(y, x + b, len, s);
+        m = a > m ? a : m;
+        slow(q + b, y, len, &SAT);
+    }
+    return m;
+}
+
+static QINLINE uint32_t fp8_encode_loop(uint8_t *q, const float *x, size_t n, float s, const int e5m2, int nt,
+                                        mxp__cvt_fn slow)
+{
+    size_t i = 0;
+    uint32_t head_amax = 0;
+    if (nt) {
+        i = (32 - ((uintptr_t)q & 31)) & 31;
+        if (i > n) i = n;
+        head_amax = fp8_encode_part(q, x, i, s, slow);
+    }
+    const __m256 vs = _mm256_set1_ps(s);
+    __m256i m0 = _mm256_setzero_si256(), m1 = m0;
+    for (; i + 32 <= n; i += 32) {
+        _mm_prefetch((const char *)(x + i) + PREFETCH_BYTES, _MM_HINT_T0); /* never faults */
+        _mm_prefetch((const char *)(x + i) + PREFETCH_BYTES + 64, _MM_HINT_T0);
+        const __m256 a0 = _mm256_loadu_ps(x + i), a1 = _mm256_loadu_ps(x + i + 8),
+                     a2 = _mm256_loadu_ps(x + i + 16), a3 = _mm256_loadu_ps(x + i + 24);
+        m0 = _mm256_max_epu32(m0, _mm256_max_epu32(mag(a0), mag(a1)));
+        m1 = _mm256_max_epu32(m1, _mm256_max_epu32(mag(a2), mag(a3)));
+        const __m256 y0 = _mm256_mul_ps(a0, vs), y1 = _mm256_mul_ps(a1, vs), y2 = _mm256_mul_ps(a2, vs),
+                     y3 = _mm256_mul_ps(a3, vs);
+        if (any_nan(y0, y1, y2, y3)) { /* rare: the conversion kernel's NaN patterns */
+            float y[32];
+            _mm256_storeu_ps(y, y0);
+            _mm256_storeu_ps(y + 8, y1);
+            _mm256_storeu_ps(y + 16, y2);
+            _mm256_storeu_ps(y + 24, y3);
+            slow(q + i, y, 32, &SAT);
+            continue;
+        }
+        const __m256i b = f8_pack(f8_code(y0, e5m2), f8_code(y1, e5m2), f8_code(y2, e5m2), f8_code(y3, e5m2));
+        if (nt) _mm256_stream_si256((__m256i *)(void *)(q + i), b);
+        else _mm256_storeu_si256((__m256i *)(void *)(q + i), b);
+    }
+    uint32_t v = hmax_epu32(_mm256_max_epu32(m0, m1));
+    v = head_amax > v ? head_amax : v;
+    const uint32_t t = fp8_encode_part(q + i, x + i, n - i, s, slow);
+    return v > t ? v : t;
+}
+
+static QINLINE void mx_encode_loop(uint8_t *q, uint8_t *e, const float *x, size_t n, const int e5m2,
+                                   int floor_rule, int nt, mxp__cvt_fn slow)
+{
+    const __m256i vemax = _mm256_set1_epi32(e5m2 ? 15 : 8), vfrac = _mm256_set1_epi32(0x7FFFFF),
+                  v175 = _mm256_set1_epi32(0x600000), v254 = _mm256_set1_epi32(254);
+    size_t b = 0;
+    for (; b + 32 <= n; b += 32) {
+        const __m256 a0 = _mm256_loadu_ps(x + b), a1 = _mm256_loadu_ps(x + b + 8),
+                     a2 = _mm256_loadu_ps(x + b + 16), a3 = _mm256_loadu_ps(x + b + 24);
+        __m256i m = _mm256_max_epu32(_mm256_max_epu32(mag(a0), mag(a1)), _mm256_max_epu32(mag(a2), mag(a3)));
+        m = _mm256_max_epu32(m, _mm256_permute2x128_si256(m, m, 1)); /* the max in every lane */
+        m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, 0x4E));
+        m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, 0xB1));
+        const uint32_t am = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(m));
+        __m256 vs;
+        if (am >= 0x00800000u) {
+            /* mxp__mx_e8m0 for a normal amax, without leaving the vector unit or branching on
+             * the data: e = biased exponent - emax (+1 under RCEIL when the significand is
+             * above 1.75), at least 0 (at most 247 from a finite float32); 1 / X = 2^(127 - e). */
+            __m256i ev = _mm256_sub_epi32(_mm256_srli_epi32(m, 23), vemax);
+            if (!floor_rule) ev = _mm256_sub_epi32(ev, _mm256_cmpgt_epi32(_mm256_and_si256(m, vfrac), v175));
+            ev = _mm256_max_epi32(ev, _mm256_setzero_si256());
+            e[b / 32] = (uint8_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(ev));
+            vs = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(v254, ev), 23));
+        } else { /* zero or a float32-subnormal amax */
+            const uint8_t eb = mxp__mx_e8m0(am, e5m2, floor_rule);
+            e[b / 32] = eb;
+            vs = _mm256_set1_ps(mxp__mx_inv(eb));
+        }
+        const __m256i v = f8_pack(f8_code(_mm256_mul_ps(a0, vs), e5m2), f8_code(_mm256_mul_ps(a1, vs), e5m2),
+                                  f8_code(_mm256_mul_ps(a2, vs), e5m2), f8_code(_mm256_mul_ps(a3, vs), e5m2));
+        if (nt && ((uintptr_t)(q + b) & 31) == 0) _mm256_stream_si256((__m256i *)(void *)(q + b), v);
+        else _mm256_storeu_si256((__m256i *)(void *)(q + b), v);
+    }
+    if (b < n) {
+        float y[32];
+        ref.mx_scale(y, e + b / 32, x + b, n - b, e5m2, floor_rule);
+        slow(q + b, y, n - b, &SAT);
+    }
+}
+
+static uint32_t fp8_encode_avx2(uint8_t *q, const float *x, size_t n, float s, int e5m2, int nt,
+                                mxp__cvt_fn slow)
+{
+    return e5m2 ? fp8_encode_loop(q, x, n, s, 1, nt, slow) : fp8_encode_loop(q, x, n, s, 0, nt, slow);
+}
+
+static void mx_encode_avx2(uint8_t *q, uint8_t *e, const float *x, size_t n, int e5m2, int floor_rule,
+                           int nt, mxp__cvt_fn slow)
+{
+    if (e5m2) mx_encode_loop(q, e, x, n, 1, floor_rule, nt, slow);
+    else mx_encode_loop(q, e, x, n, 0, floor_rule, nt, slow);
+}
+
 static void store_nt_avx2(void *dst, const void *src, size_t n)
 {
     unsigned char *d = dst;
@@ -169,4 +332,6 @@ void mxp__quant_register_avx2(mxp__qkernels *k)
     k->mul_amax = mul_amax_avx2;
     k->mul_v = mul_v_avx2;
     k->mx_scale = mx_scale_avx2;
+    k->fp8_encode = fp8_encode_avx2;
+    k->mx_encode = mx_encode_avx2;
 }

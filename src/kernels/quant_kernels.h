@@ -48,6 +48,16 @@ typedef struct mxp__qkernels {
      * e[b] = mxp__mx_e8m0(amax_bits of the block, e5m2, floor), then y[i] = x[i] * 2^(127 - e[b])
      * (mxp__mx_inv). x finite. */
     void (*mx_scale)(float *y, uint8_t *e, const float *x, size_t n, int e5m2, int floor);
+    /* Fused float8 cast: q[i] = float8(x[i] * s), the float32 product rounded to nearest even
+     * and saturating (+-inf -> +-max, NaN stays NaN) into e4m3fn (e5m2 = 0) or e5m2: the bits
+     * of `slow`, the conversion table's float32 -> float8 kernel (called with saturation on),
+     * which the kernel also uses for what it does not handle itself (products that are NaN,
+     * tails). Returns amax_bits(x, n). nt: q through streaming stores (then store_fence). */
+    uint32_t (*fp8_encode)(uint8_t *q, const float *x, size_t n, float s, int e5m2, int nt,
+                           mxp__cvt_fn slow);
+    /* Fused MX: mx_scale, then the saturating float8 cast of y into q as above. x finite. */
+    void (*mx_encode)(uint8_t *q, uint8_t *e, const float *x, size_t n, int e5m2, int floor, int nt,
+                      mxp__cvt_fn slow);
     /* memcpy(dst, src, n) with streaming (non-temporal) stores where the ISA has them, for
      * outputs larger than the cache (no read-for-ownership of the destination). dst any
      * alignment. A call that used it ends with store_fence (once, not per block). */

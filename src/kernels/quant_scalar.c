@@ -102,6 +102,39 @@ static void mx_scale_scalar(float *y, uint8_t *e, const float *x, size_t n, int 
     }
 }
 
+static const mxp__cvt_args SAT = {true, 0, 0};
+enum { QBLK = 256 };
+
+/* The definitions of the fused entries: the product (or the MX scaling) into a block, then
+ * the conversion table's saturating cast. */
+static uint32_t fp8_encode_scalar(uint8_t *q, const float *x, size_t n, float s, int e5m2, int nt,
+                                  mxp__cvt_fn slow)
+{
+    (void)e5m2;
+    (void)nt;
+    float y[QBLK];
+    uint32_t m = 0;
+    for (size_t b = 0; b < n; b += QBLK) {
+        const size_t len = n - b < QBLK ? n - b : QBLK;
+        const uint32_t a = mul_amax_scalar(y, x + b, len, s);
+        m = a > m ? a : m;
+        slow(q + b, y, len, &SAT);
+    }
+    return m;
+}
+
+static void mx_encode_scalar(uint8_t *q, uint8_t *e, const float *x, size_t n, int e5m2, int floor_rule,
+                             int nt, mxp__cvt_fn slow)
+{
+    (void)nt;
+    float y[QBLK]; /* a multiple of the block size */
+    for (size_t b = 0; b < n; b += QBLK) {
+        const size_t len = n - b < QBLK ? n - b : QBLK;
+        mx_scale_scalar(y, e + b / MXP__MX_BLOCK, x + b, len, e5m2, floor_rule);
+        slow(q + b, y, len, &SAT);
+    }
+}
+
 static void store_nt_scalar(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 static void store_fence_scalar(void) {}
 
@@ -116,6 +149,8 @@ void mxp__quant_register_scalar(mxp__qkernels *k)
     k->mul_amax = mul_amax_scalar;
     k->mul_v = mul_v_scalar;
     k->mx_scale = mx_scale_scalar;
+    k->fp8_encode = fp8_encode_scalar;
+    k->mx_encode = mx_encode_scalar;
 }
 
 /* ---- tables: one per ISA whose conversion table exists ----------------------------------- */
