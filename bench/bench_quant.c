@@ -27,7 +27,8 @@
 #include "quant_kernels.h"
 
 typedef struct job {
-    int what; /* 0 int8 row, 1 mx, 2 fp8 row, 3 delayed, 4 all_finite pre-pass alone */
+    int what; /* 0 int8 row, 1 mx, 2 fp8 row, 3 delayed, 4 all_finite pre-pass alone;
+                 5, 6, 7: 0, 1, 2 with MXP_QUANT_ONE_PASS */
     const float *x;
     void *q;
     void *scales;
@@ -44,6 +45,12 @@ static void run(void *p)
     case 0: st = mxp_quantize_int8(j->q, j->scales, j->x, MXP_FLOAT32, &l); break;
     case 1: st = mxp_quantize_mx(j->q, MXP_FLOAT8_E4M3FN, j->scales, j->x, MXP_FLOAT32, j->rows, j->cols, MXP_MX_RCEIL); break;
     case 2: st = mxp_quantize_fp8(j->q, MXP_FLOAT8_E4M3FN, j->scales, j->x, MXP_FLOAT32, &l); break;
+    case 5: st = mxp_quantize_int8_ex(j->q, j->scales, j->x, MXP_FLOAT32, &l, MXP_QUANT_ONE_PASS); break;
+    case 6:
+        st = mxp_quantize_mx_ex(j->q, MXP_FLOAT8_E4M3FN, j->scales, j->x, MXP_FLOAT32, j->rows, j->cols, MXP_MX_RCEIL,
+                                MXP_QUANT_ONE_PASS);
+        break;
+    case 7: st = mxp_quantize_fp8_ex(j->q, MXP_FLOAT8_E4M3FN, j->scales, j->x, MXP_FLOAT32, &l, MXP_QUANT_ONE_PASS); break;
     case 3: st = mxp_fp8_quantize_delayed(j->q, j->x, MXP_FLOAT32, j->rows * j->cols, j->s); break;
     default: st = mxp_all_finite(j->x, MXP_FLOAT32, j->rows * j->cols) ? MXP_OK : MXP_EINVAL; break;
     }
@@ -153,6 +160,12 @@ int main(void)
         row("float8 e4m3 per row 4096x4096", &j, in, out8 + R * 4, isas[k]);
         j.what = 4;
         if (k == 0) row("  (pre-pass all_finite alone)", &j, in, 0, isas[k]);
+        j.what = 5;
+        row("int8 per row, one pass", &j, in, out8 + R * 4, isas[k]);
+        j.what = 6;
+        row("MXFP8 e4m3 RCEIL, one pass", &j, in, out8 + R * C / 32, isas[k]);
+        j.what = 7;
+        row("float8 e4m3 per row, one pass", &j, in, out8 + R * 4, isas[k]);
         job d = {3, x, q, NULL, 1, N, s};
         row("delayed float8 e4m3 n=2^26", &d, N * 4, N, isas[k]);
         job dc = {3, x, q, NULL, 1, (size_t)1 << 16, s};

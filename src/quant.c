@@ -155,6 +155,23 @@ static mxp_status fail_nonfinite(const char *fn, const void *x, mxp_dtype xt, si
                      fn, i, cols ? i / cols : 0, cols ? i % cols : 0, nonfinite_name(x, xt, i));
 }
 
+/* The same refusal under MXP_QUANT_ONE_PASS, where groups before the bad one were written. */
+static mxp_status fail_nonfinite_part(const char *fn, const void *x, mxp_dtype xt, size_t i, size_t cols)
+{
+    return mxp__fail(MXP_EINVAL,
+                     "%s: x[%zu] (row %zu, column %zu) is %s: static quantization needs finite "
+                     "inputs; with MXP_QUANT_ONE_PASS the groups before it were written, the rest not",
+                     fn, i, cols ? i / cols : 0, cols ? i % cols : 0, nonfinite_name(x, xt, i));
+}
+
+static mxp_status check_flags(const char *fn, unsigned flags)
+{
+    if (flags & ~(unsigned)MXP_QUANT_ONE_PASS)
+        return mxp__fail(MXP_EINVAL, "%s: flags 0x%x has unknown bits 0x%x (known: MXP_QUANT_ONE_PASS = 0x%x)",
+                         fn, flags, flags & ~(unsigned)MXP_QUANT_ONE_PASS, (unsigned)MXP_QUANT_ONE_PASS);
+    return MXP_OK;
+}
+
 /* Whether a call over n elements of elem_bytes each (plus one output byte each) streams its
  * output: the same threshold as the conversions (kernels.h), above which source and
  * destination no longer fit in the last-level cache. */
@@ -175,6 +192,7 @@ typedef struct qjob {
     const mxp__qkernels *qk;
     const mxp__kernels *ck;
     bool nt;                /* large call: outputs through blocks and streaming stores */
+    bool one_pass;          /* MXP_QUANT_ONE_PASS: ROW layouts check each group as they go */
 } qjob;
 
 static const mxp__cvt_args SAT = {true, 0, 0};
@@ -294,6 +312,22 @@ static mxp_status run_static(const char *fn, qjob *j, const mxp_qlayout *l)
         }
         return MXP_OK;
     }
+    if (l->axis == MXP_QAXIS_ROW && j->one_pass) {
+        /* One sweep: each group's amax pass brings it into the cache and checks it, the cast
+         * reads it from there; a non-finite group stops the call (earlier groups written). */
+        const size_t g = l->group ? l->group : j->cols, ncg = ceil_div(j->cols, g);
+        for (size_t r = 0; r < j->rows; r++)
+            for (size_t cg = 0; cg < ncg; cg++) {
+                const size_t c0 = cg * g, len = j->cols - c0 < g ? j->cols - c0 : g, off = r * j->cols + c0;
+                const uint32_t a = amax_range(j, off, len);
+                if (a >= NONFINITE)
+                    return fail_nonfinite_part(fn, j->x, j->xt, off + first_nonfinite(j->x + off * elem_size(j->xt), j->xt, len, j->ck), j->cols);
+                const float s = scale_of(j, a);
+                j->scales[r * ncg + cg] = s;
+                emit_range(j, r, c0, len, s);
+            }
+        return MXP_OK;
+    }
     if (l->axis == MXP_QAXIS_ROW) {
         const size_t g = l->group ? l->group : j->cols, ncg = ceil_div(j->cols, g);
         if (j->rows * ncg <= AMAX_STASH) {
@@ -357,10 +391,12 @@ static mxp_status run_static(const char *fn, qjob *j, const mxp_qlayout *l)
 }
 
 static mxp_status quantize_static(const char *fn, qkind kind, mxp_dtype fmt, void *out, float *scales,
-                                  const void *x, mxp_dtype xt, const mxp_qlayout *l)
+                                  const void *x, mxp_dtype xt, const mxp_qlayout *l, unsigned flags)
 {
     size_t n;
-    mxp_status st = check_layout(fn, l, &n);
+    mxp_status st = check_flags(fn, flags);
+    if (st) return st;
+    if ((st = check_layout(fn, l, &n))) return st;
     if (st) return st;
     if (kind == Q_FP8 && !is_fp8(fmt))
         return mxp__fail(MXP_EINVAL, "%s: fmt %s (%d) is not a float8 dtype (expected float8_e4m3fn "
@@ -372,7 +408,8 @@ static mxp_status quantize_static(const char *fn, qkind kind, mxp_dtype fmt, voi
                          !out ? (kind == Q_INT4 ? "packed" : "q") : !scales ? "scales" : "x",
                          l->rows, l->cols);
     qjob j = {kind, fmt, (unsigned char *)out, scales, (const unsigned char *)x, xt, l->rows, l->cols,
-              (l->cols + 1) / 2, mxp__qkernels_active(), conv_table(), stream(n, mxp_dtype_size(xt))};
+              (l->cols + 1) / 2, mxp__qkernels_active(), conv_table(), stream(n, mxp_dtype_size(xt)),
+              (flags & MXP_QUANT_ONE_PASS) != 0};
     const mxp__qfenv env = mxp__qfenv_enter();
     st = run_static(fn, &j, l);
     if (j.nt) j.qk->store_fence();
@@ -382,19 +419,37 @@ static mxp_status quantize_static(const char *fn, qkind kind, mxp_dtype fmt, voi
 
 mxp_status mxp_quantize_int8(int8_t *q, float *scales, const void *x, mxp_dtype xt, const mxp_qlayout *l)
 {
-    return quantize_static("mxp_quantize_int8", Q_INT8, MXP_INT8, q, scales, x, xt, l);
+    return quantize_static("mxp_quantize_int8", Q_INT8, MXP_INT8, q, scales, x, xt, l, 0);
+}
+
+mxp_status mxp_quantize_int8_ex(int8_t *q, float *scales, const void *x, mxp_dtype xt, const mxp_qlayout *l,
+                                unsigned flags)
+{
+    return quantize_static("mxp_quantize_int8_ex", Q_INT8, MXP_INT8, q, scales, x, xt, l, flags);
 }
 
 mxp_status mxp_quantize_int4(uint8_t *packed, float *scales, const void *x, mxp_dtype xt,
                              const mxp_qlayout *l)
 {
-    return quantize_static("mxp_quantize_int4", Q_INT4, MXP_INT8, packed, scales, x, xt, l);
+    return quantize_static("mxp_quantize_int4", Q_INT4, MXP_INT8, packed, scales, x, xt, l, 0);
+}
+
+mxp_status mxp_quantize_int4_ex(uint8_t *packed, float *scales, const void *x, mxp_dtype xt,
+                                const mxp_qlayout *l, unsigned flags)
+{
+    return quantize_static("mxp_quantize_int4_ex", Q_INT4, MXP_INT8, packed, scales, x, xt, l, flags);
 }
 
 mxp_status mxp_quantize_fp8(void *q, mxp_dtype fmt, float *scales, const void *x, mxp_dtype xt,
                             const mxp_qlayout *l)
 {
-    return quantize_static("mxp_quantize_fp8", Q_FP8, fmt, q, scales, x, xt, l);
+    return quantize_static("mxp_quantize_fp8", Q_FP8, fmt, q, scales, x, xt, l, 0);
+}
+
+mxp_status mxp_quantize_fp8_ex(void *q, mxp_dtype fmt, float *scales, const void *x, mxp_dtype xt,
+                               const mxp_qlayout *l, unsigned flags)
+{
+    return quantize_static("mxp_quantize_fp8_ex", Q_FP8, fmt, q, scales, x, xt, l, flags);
 }
 
 /* ---- dequantizers ------------------------------------------------------------------------ */
@@ -554,11 +609,12 @@ mxp_status mxp_int4_unpack(int8_t *q, const uint8_t *packed, size_t rows, size_t
  * So the result is always the single rounding of the exact x / X; tests/test_quant.c checks
  * it against exact double arithmetic, subnormal quotients included.
  */
-mxp_status mxp_quantize_mx(void *q, mxp_dtype fmt, uint8_t *scales, const void *x, mxp_dtype xt,
-                           size_t rows, size_t cols, mxp_mx_rounding r)
+static mxp_status quantize_mx(const char *fn, void *q, mxp_dtype fmt, uint8_t *scales, const void *x,
+                              mxp_dtype xt, size_t rows, size_t cols, mxp_mx_rounding r, unsigned flags)
 {
-    static const char fn[] = "mxp_quantize_mx";
     size_t n;
+    mxp_status st0 = check_flags(fn, flags);
+    if (st0) return st0;
     if (!count_ok(rows, cols, &n))
         return mxp__fail(MXP_EINVAL, "%s: %zu x %zu overflows the size range", fn, rows, cols);
     if (!is_fp8(fmt))
@@ -573,8 +629,11 @@ mxp_status mxp_quantize_mx(void *q, mxp_dtype fmt, uint8_t *scales, const void *
                          !q ? "q" : !scales ? "scales" : "x", rows, cols);
     const mxp__kernels *ck = conv_table();
     const mxp__qkernels *qk = mxp__qkernels_active();
-    const size_t bad = first_nonfinite(x, xt, n, ck);
-    if (bad < n) return fail_nonfinite(fn, x, xt, bad, cols);
+    const bool one_pass = (flags & MXP_QUANT_ONE_PASS) != 0;
+    if (!one_pass) {
+        const size_t bad = first_nonfinite(x, xt, n, ck);
+        if (bad < n) return fail_nonfinite(fn, x, xt, bad, cols);
+    }
     const size_t nb = ceil_div(cols, MXP__MX_BLOCK);
     const int e5m2 = fmt == MXP_FLOAT8_E5M2, fl = r == MXP_MX_FLOOR;
     float buf[BLK];
@@ -584,12 +643,33 @@ mxp_status mxp_quantize_mx(void *q, mxp_dtype fmt, uint8_t *scales, const void *
     for (size_t row = 0; row < rows; row++)
         for (size_t c = 0; c < cols; c += BLK) { /* BLK is a multiple of the block size */
             const size_t m = cols - c < BLK ? cols - c : BLK, off = row * cols + c;
+            if (one_pass) { /* check this piece (it comes into the cache), then cast it from there */
+                const unsigned char *xp = (const unsigned char *)x + off * elem_size(xt);
+                const size_t bad = first_nonfinite(xp, xt, m, ck);
+                if (bad < m) {
+                    if (nt) qk->store_fence();
+                    mxp__qfenv_leave(env);
+                    return fail_nonfinite_part(fn, x, xt, off + bad, cols);
+                }
+            }
             qk->mx_encode((unsigned char *)q + off, scales + row * nb + c / MXP__MX_BLOCK,
                           view((const unsigned char *)x, xt, off, m, buf, ck), m, e5m2, fl, nt, cvt);
         }
     if (nt) qk->store_fence();
     mxp__qfenv_leave(env);
     return MXP_OK;
+}
+
+mxp_status mxp_quantize_mx(void *q, mxp_dtype fmt, uint8_t *scales, const void *x, mxp_dtype xt,
+                           size_t rows, size_t cols, mxp_mx_rounding r)
+{
+    return quantize_mx("mxp_quantize_mx", q, fmt, scales, x, xt, rows, cols, r, 0);
+}
+
+mxp_status mxp_quantize_mx_ex(void *q, mxp_dtype fmt, uint8_t *scales, const void *x, mxp_dtype xt,
+                              size_t rows, size_t cols, mxp_mx_rounding r, unsigned flags)
+{
+    return quantize_mx("mxp_quantize_mx_ex", q, fmt, scales, x, xt, rows, cols, r, flags);
 }
 
 /*

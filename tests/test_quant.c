@@ -260,11 +260,20 @@ static void check_one(kind k, mxp_dtype fmt, const void *x, mxp_dtype xt, const 
     float *sc = malloc((ns + 1) * sizeof *sc);
     assert_true(want && wsc && q && sc);
     ref_quantize(k, fmt, x, xt, l, want, wsc);
+    for (int pass = 0; pass < 2; pass++) { /* the plain function, then MXP_QUANT_ONE_PASS */
     mxp_status st;
-    if (k == K_INT8) st = mxp_quantize_int8((int8_t *)q, sc, x, xt, l);
-    else if (k == K_INT4) st = mxp_quantize_int4(q, sc, x, xt, l);
-    else st = mxp_quantize_fp8(q, fmt, sc, x, xt, l);
-    if (st != MXP_OK) fail_msg("%s: status %s: %s", what, mxp_status_name(st), mxp_last_error());
+    if (pass == 0) {
+        if (k == K_INT8) st = mxp_quantize_int8((int8_t *)q, sc, x, xt, l);
+        else if (k == K_INT4) st = mxp_quantize_int4(q, sc, x, xt, l);
+        else st = mxp_quantize_fp8(q, fmt, sc, x, xt, l);
+    } else {
+        memset(q, 0xA5, n + 1);
+        memset(sc, 0xA5, (ns + 1) * sizeof *sc);
+        if (k == K_INT8) st = mxp_quantize_int8_ex((int8_t *)q, sc, x, xt, l, MXP_QUANT_ONE_PASS);
+        else if (k == K_INT4) st = mxp_quantize_int4_ex(q, sc, x, xt, l, MXP_QUANT_ONE_PASS);
+        else st = mxp_quantize_fp8_ex(q, fmt, sc, x, xt, l, MXP_QUANT_ONE_PASS);
+    }
+    if (st != MXP_OK) fail_msg("%s (pass %d): status %s: %s", what, pass, mxp_status_name(st), mxp_last_error());
     for (size_t s = 0; s < ns; s++)
         if (tu_bits32(sc[s]) != tu_bits32(wsc[s]))
             fail_msg("%s [%s] %zux%zu axis %d group %zu: scale %zu = %a, want %a", what, cur_isa(),
@@ -284,6 +293,7 @@ static void check_one(kind k, mxp_dtype fmt, const void *x, mxp_dtype xt, const 
                          what, cur_isa(), l->rows, l->cols, (int)l->axis, l->group, mxp_dtype_name(xt), i,
                          ref_x(x, xt, i), (double)wsc[ref_sidx(l, r, c)], got, want[i]);
         }
+    }
     free(want);
     free(wsc);
     free(q);
@@ -536,7 +546,14 @@ static void check_mx(const float *x, size_t rows, size_t cols, mxp_dtype fmt, mx
     const size_t n = rows * cols, nb = (cols + 31) / 32;
     unsigned char *q = malloc(n + 1), *e = malloc(rows * nb + 1);
     assert_true(q && e);
-    assert_int_equal(mxp_quantize_mx(q, fmt, e, x, MXP_FLOAT32, rows, cols, rr), MXP_OK);
+    for (int pass = 0; pass < 2; pass++) { /* the plain function, then MXP_QUANT_ONE_PASS */
+    if (pass == 0) {
+        assert_int_equal(mxp_quantize_mx(q, fmt, e, x, MXP_FLOAT32, rows, cols, rr), MXP_OK);
+    } else {
+        memset(q, 0xA5, n + 1);
+        memset(e, 0xA5, rows * nb + 1);
+        assert_int_equal(mxp_quantize_mx_ex(q, fmt, e, x, MXP_FLOAT32, rows, cols, rr, MXP_QUANT_ONE_PASS), MXP_OK);
+    }
     for (size_t r = 0; r < rows; r++)
         for (size_t b = 0; b < nb; b++) {
             double amax = 0;
@@ -557,6 +574,7 @@ static void check_mx(const float *x, size_t rows, size_t cols, mxp_dtype fmt, mx
             if (rr == MXP_MX_RCEIL && amax > 0 && we > 0 && we < 254)
                 assert_true(amax * ldexp(1.0, 127 - we) <= (fmt == MXP_FLOAT8_E4M3FN ? 448.0 : 57344.0));
         }
+    }
     free(q);
     free(e);
 }
@@ -1210,6 +1228,103 @@ static void test_errors(void **state)
 
 /* ---- the caller's floating-point environment does not change a bit ---------------------- */
 
+/*
+ * MXP_QUANT_ONE_PASS with a non-finite element: refused with its index; the groups before the
+ * bad one hold what the plain function gives for the same input with the bad element made
+ * finite (an independent run), the bad group and everything after it are untouched. Every
+ * ISA, every static quantizer, ROW layouts with and without groups and MX, float32 and
+ * float16 inputs, NaN and +-inf. Also: unknown flag bits are refused with nothing written.
+ */
+static void test_one_pass_nonfinite(void **state)
+{
+    (void)state;
+    int isas[MXP__ISA_COUNT];
+    const int ni = isa_list(isas);
+    for (int ii = 0; ii < ni; ii++) {
+        mxp__quant_isa_override = isas[ii];
+        for (int t = 0; t < 300; t++) {
+            const size_t rows = 1 + rnd() % 9, cols = 1 + rnd() % (t % 3 == 0 ? 3000 : 200), n = rows * cols;
+            const int k = (int)(rnd() % 4); /* int8, int4, fp8, MX */
+            const mxp_dtype xt = rnd() % 2 ? MXP_FLOAT32 : MXP_FLOAT16;
+            const size_t g = k == 3 ? 32 : rnd() % 2 ? 0 : 1 + rnd() % (cols + 1);
+            const mxp_qlayout l = {rows, cols, MXP_QAXIS_ROW, k == 3 ? 0 : g};
+            const size_t gl = g ? g : cols, ncg = (cols + gl - 1) / gl, ns = k == 3 ? rows * ncg : mxp_qlayout_nscales(&l);
+            const size_t qb = k == 1 ? rows * ((cols + 1) / 2) : n, sb = k == 3 ? ns : ns * 4;
+            void *x = malloc(n * 4);
+            unsigned char *q = malloc(qb), *sc = malloc(sb), *wq = malloc(qb), *ws = malloc(sb);
+            assert_true(x && q && sc && wq && ws);
+            fill(x, xt, n, (int)(rnd() % 2));
+            const size_t bad = rnd() % n, br = bad / cols, bg = (bad % cols) / gl;
+            mxp_status st;
+            /* the expected prefix: the plain function on the finite input */
+            if (k == 0) st = mxp_quantize_int8((int8_t *)wq, (float *)(void *)ws, x, xt, &l);
+            else if (k == 1) st = mxp_quantize_int4(wq, (float *)(void *)ws, x, xt, &l);
+            else if (k == 2) st = mxp_quantize_fp8(wq, MXP_FLOAT8_E5M2, (float *)(void *)ws, x, xt, &l);
+            else st = mxp_quantize_mx(wq, MXP_FLOAT8_E4M3FN, ws, x, xt, rows, cols, MXP_MX_FLOOR);
+            assert_int_equal(st, MXP_OK);
+            const int kind_nf = (int)(rnd() % 3);
+            if (xt == MXP_FLOAT32) ref_store(x, bad, xt, kind_nf == 0 ? 0x7FC00001u : kind_nf == 1 ? 0x7F800000u : 0xFF800000u);
+            else ref_store(x, bad, xt, kind_nf == 0 ? 0x7E01u : kind_nf == 1 ? 0x7C00u : 0xFC00u);
+            memset(q, 0xA5, qb);
+            memset(sc, 0xA5, sb);
+            mxp_clear_error();
+            if (k == 0) st = mxp_quantize_int8_ex((int8_t *)q, (float *)(void *)sc, x, xt, &l, MXP_QUANT_ONE_PASS);
+            else if (k == 1) st = mxp_quantize_int4_ex(q, (float *)(void *)sc, x, xt, &l, MXP_QUANT_ONE_PASS);
+            else if (k == 2) st = mxp_quantize_fp8_ex(q, MXP_FLOAT8_E5M2, (float *)(void *)sc, x, xt, &l, MXP_QUANT_ONE_PASS);
+            else st = mxp_quantize_mx_ex(q, MXP_FLOAT8_E4M3FN, sc, x, xt, rows, cols, MXP_MX_FLOOR, MXP_QUANT_ONE_PASS);
+            assert_int_equal(st, MXP_EINVAL);
+            char named[48];
+            snprintf(named, sizeof named, "x[%zu] ", bad);
+            if (!strstr(mxp_last_error(), named)) fail_msg("[%s] kind %d: message does not name %s: %s", cur_isa(), k, named, mxp_last_error());
+            /* MX checks pieces of up to 1024 elements of a row: the written prefix ends there */
+            const size_t first_untouched_row_elem = k == 3 ? (bad % cols) / 1024 * 1024 : bg * gl;
+            for (size_t r = 0; r < rows; r++)
+                for (size_t c = 0; c < cols; c++) {
+                    const bool before = r < br || (r == br && c < first_untouched_row_elem);
+                    const size_t i = k == 1 ? r * ((cols + 1) / 2) + c / 2 : r * cols + c;
+                    const unsigned mask = k != 1 ? 0xFFu : (c & 1) ? 0xF0u : 0x0Fu; /* int4: this element's nibble */
+                    if (before && (q[i] & mask) != (wq[i] & mask))
+                        fail_msg("[%s] kind %d %zux%zu g %zu bad %zu: q at (%zu, %zu) = %#x, want %#x", cur_isa(), k,
+                                 rows, cols, g, bad, r, c, q[i], wq[i]);
+                    if (!before && k != 1 && q[i] != 0xA5)
+                        fail_msg("[%s] kind %d %zux%zu g %zu bad %zu: q at (%zu, %zu) written", cur_isa(), k, rows,
+                                 cols, g, bad, r, c);
+                    if (!before && k == 1 && (r > br || (c / 2) * 2 >= first_untouched_row_elem) && q[i] != 0xA5)
+                        fail_msg("[%s] int4 %zux%zu bad %zu: byte at (%zu, %zu) written", cur_isa(), rows, cols, bad, r, c / 2);
+                }
+            const size_t ssz = k == 3 ? 1 : 4;
+            for (size_t si = 0; si < ns; si++) {
+                const size_t r = si / ncg, cg = si % ncg;
+                const bool before = k == 3 ? (r < br || (r == br && cg * 32 < first_untouched_row_elem))
+                                           : (r < br || (r == br && cg < bg));
+                for (size_t b = 0; b < ssz; b++) {
+                    const unsigned char got = sc[si * ssz + b];
+                    if (before ? got != ws[si * ssz + b] : got != 0xA5)
+                        fail_msg("[%s] kind %d %zux%zu g %zu bad %zu: scale %zu %s", cur_isa(), k, rows, cols, g, bad,
+                                 si, before ? "differs from the plain function's" : "written");
+                }
+            }
+            free(x);
+            free(q);
+            free(sc);
+            free(wq);
+            free(ws);
+        }
+    }
+    mxp__quant_isa_override = -1;
+    /* unknown flags */
+    float x[4] = {1, 2, 3, 4};
+    const mxp_qlayout l = {1, 4, MXP_QAXIS_ROW, 0};
+    int8_t q[4] = {9, 9, 9, 9};
+    float s[1] = {-1};
+    assert_int_equal(mxp_quantize_int8_ex(q, s, x, MXP_FLOAT32, &l, 0x6u), MXP_EINVAL);
+    assert_non_null(strstr(mxp_last_error(), "0x6"));
+    assert_int_equal(mxp_quantize_mx_ex(q, MXP_FLOAT8_E4M3FN, (uint8_t *)s, x, MXP_FLOAT32, 1, 4, MXP_MX_RCEIL, 0x80u), MXP_EINVAL);
+    assert_non_null(strstr(mxp_last_error(), "0x80"));
+    assert_int_equal(q[0] + q[1] + q[2] + q[3], 36);
+    assert_true(s[0] == -1.0f);
+}
+
 static void test_fp_environment(void **state)
 {
     (void)state;
@@ -1262,6 +1377,7 @@ int main(void)
         cmocka_unit_test(test_delayed_narrow_inputs),
         cmocka_unit_test(test_save_restore),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_one_pass_nonfinite),
         cmocka_unit_test(test_fp_environment),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

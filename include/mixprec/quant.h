@@ -307,6 +307,46 @@ typedef enum mxp_mx_rounding {
 MXP_API mxp_status mxp_quantize_mx(void *q, mxp_dtype fmt, uint8_t *scales, const void *x,
                                    mxp_dtype xt, size_t rows, size_t cols, mxp_mx_rounding r);
 
+/* ---- one-pass variants of the static quantizers ------------------------------------------- */
+
+/** Flag of the _ex quantizers: read the input once (see below). */
+#define MXP_QUANT_ONE_PASS 1u
+
+/**
+ * The static quantizers with flags (0 or MXP_QUANT_ONE_PASS); flags = 0 is exactly the plain
+ * function. The plain functions check the whole input for non-finite values before writing
+ * anything, so that a refused call leaves every output untouched; out of cache that check is a
+ * second read of the input (about half the time of a per-row quantization of a matrix larger
+ * than the last-level cache: bench/RESULTS_quant.md).
+ *
+ * MXP_QUANT_ONE_PASS drops that guarantee for layouts whose groups are independent (ROW, with
+ * or without groups, and MX blocks): each group (MX: each piece of up to 1024 elements of a
+ * row) is checked while its amax is taken and then cast from the cache, so the input is read
+ * from memory once. A non-finite x is still refused with MXP_EINVAL naming its index (the
+ * first in row-major order), but q and scales of the groups before it have been written; the
+ * group holding it and every later one are untouched (int4: a byte shared by the last written
+ * group and the bad one holds the former's nibble and a zero). On success the outputs are bit for bit
+ * those of the plain function. TENSOR and COL layouts need every amax before the first write,
+ * so the flag changes nothing for them.
+ * Use it when a refused call discards the outputs anyway (activations quantized per token in a
+ * forward pass); keep the plain functions for data that must survive a corrupt input
+ * (checkpoints, weights quantized in place of a previous version).
+ * @retval MXP_EINVAL  as the plain function, or flags with unknown bits (named)
+ * Thread-safety: safe. Allocates nothing.
+ */
+MXP_API mxp_status mxp_quantize_int8_ex(int8_t *q, float *scales, const void *x, mxp_dtype xt,
+                                        const mxp_qlayout *l, unsigned flags);
+/** mxp_quantize_int4 with flags; see mxp_quantize_int8_ex. */
+MXP_API mxp_status mxp_quantize_int4_ex(uint8_t *packed, float *scales, const void *x, mxp_dtype xt,
+                                        const mxp_qlayout *l, unsigned flags);
+/** mxp_quantize_fp8 with flags; see mxp_quantize_int8_ex. */
+MXP_API mxp_status mxp_quantize_fp8_ex(void *q, mxp_dtype fmt, float *scales, const void *x,
+                                       mxp_dtype xt, const mxp_qlayout *l, unsigned flags);
+/** mxp_quantize_mx with flags; see mxp_quantize_int8_ex. */
+MXP_API mxp_status mxp_quantize_mx_ex(void *q, mxp_dtype fmt, uint8_t *scales, const void *x,
+                                      mxp_dtype xt, size_t rows, size_t cols, mxp_mx_rounding r,
+                                      unsigned flags);
+
 /**
  * y = q * 2^(e - 127), rounded into yt (a floating dtype). e = 0xFF (NaN scale) gives NaN for
  * the whole block; a float8 NaN gives NaN.
