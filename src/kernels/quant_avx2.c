@@ -166,19 +166,24 @@ static void mx_scale_avx2(float *y, uint8_t *e, const float *x, size_t n, int e5
  * so the shifts are immediates and the constants need no registers of their own. */
 static QINLINE __m256i f8_code(__m256 y, const int e5m2)
 {
+    /* Vector shifts issue on fewer pipes than adds and logic (Zen 3: two of four), so this
+     * uses three per 8 lanes: the kept bit, the normal code, the sign. */
     const int m = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, shift = 23 - m;
     const __m256i yb = _mm256_castps_si256(y);
     const __m256i a = _mm256_min_epu32(mag(y), _mm256_set1_epi32(e5m2 ? 0x47600000 : 0x43E00000)); /* 57344 / 448 */
     const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(a, shift), _mm256_set1_epi32(1));
-    const __m256i nrm = _mm256_sub_epi32(
-        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(a, _mm256_set1_epi32((1 << (shift - 1)) - 1)), odd), shift),
-        _mm256_set1_epi32((127 - bias) << m));
+    /* half - 1 and the exponent rebias in one constant: (a + half - 1 + odd - rebias') >> shift */
+    const __m256i nrm = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(a, _mm256_set1_epi32((1 << (shift - 1)) - 1 - ((127 - bias) << 23))), odd),
+        shift);
     const __m256 magic = _mm256_castsi256_ps(_mm256_set1_epi32((127 + 1 - bias - m + 23) << 23));
     const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)),
                                          _mm256_castps_si256(magic));
-    const __m256i tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32((127 + 1 - bias) << 23), a); /* a < 2^(1 - bias) */
-    const __m256i code = _mm256_blendv_epi8(nrm, sub, tiny);
-    return _mm256_or_si256(code, _mm256_and_si256(_mm256_srli_epi32(yb, 24), _mm256_set1_epi32(0x80)));
+    /* a - 2^(1 - bias) is negative exactly for the subnormal lanes (both below 2^31): its sign
+     * bit picks them (BLENDVPS reads only the sign bit) */
+    const __m256 tiny = _mm256_castsi256_ps(_mm256_sub_epi32(a, _mm256_set1_epi32((127 + 1 - bias) << 23)));
+    const __m256i code = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(nrm), _mm256_castsi256_ps(sub), tiny));
+    return _mm256_or_si256(code, _mm256_srli_epi32(_mm256_and_si256(yb, _mm256_set1_epi32((int)0x80000000u)), 24));
 }
 
 /* 4 x 8 codes (each 0..255) -> 32 bytes in order. */
