@@ -302,8 +302,10 @@ void qdense_forward(struct qdense *q, float *z, const tbuf *x, const float *bias
     const size_t in = q->in, out = q->out;
     if (q->f == QF_INT8 || q->f == QF_INT4) {
         const mxp_qlayout per_row = {rows, in, MXP_QAXIS_ROW, 0};
-        if (mxp_quantize_int8(q->xq, q->sx, x->data, x->dtype, &per_row) != MXP_OK)
-            fatal("mxp_quantize_int8 (input)");
+        /* activations: one pass over x (a refused batch is discarded whole, so the outputs of
+         * the rows before a NaN need not stay untouched) */
+        if (mxp_quantize_int8_ex(q->xq, q->sx, x->data, x->dtype, &per_row, MXP_QUANT_ONE_PASS) != MXP_OK)
+            fatal("mxp_quantize_int8_ex (input)");
         if (q->f == QF_INT4 && mxp_int4_unpack(q->w8, q->w4, in, out) != MXP_OK)
             fatal("mxp_int4_unpack");
         if (mxp_matmul_int8(z, MXP_FLOAT32, q->xq, q->sx, q->w8, q->sw, rows, in, out) != MXP_OK)
@@ -328,8 +330,8 @@ void qdense_forward(struct qdense *q, float *z, const tbuf *x, const float *bias
                 z[i * out + j] = z[i * out + j] * (inv_x * q->inv[j]) + bias[j];
         return;
     }
-    if (mxp_quantize_mx(q->x8, F8, q->ex, x->data, x->dtype, rows, in, MXP_MX_RCEIL) != MXP_OK)
-        fatal("mxp_quantize_mx (input)");
+    if (mxp_quantize_mx_ex(q->x8, F8, q->ex, x->data, x->dtype, rows, in, MXP_MX_RCEIL, MXP_QUANT_ONE_PASS) != MXP_OK)
+        fatal("mxp_quantize_mx_ex (input)");
     if (mxp_convert(q->xf, MXP_FLOAT32, q->x8, F8, rows * in) != MXP_OK)
         fatal("mxp_convert (float8 input)");
     for (size_t i = 0; i < rows * q->nb; i++) q->xs[i] = ldexpf(1.0f, (int)q->ex[i] - 127);
