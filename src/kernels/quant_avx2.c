@@ -75,15 +75,25 @@ static inline void store32(int8_t *q, __m256 y0, __m256 y1, __m256 y2, __m256 y3
 
 #define CLAMP(v) _mm256_min_ps(_mm256_max_ps((v), vlo), vhi)
 
+/* Prefetch distance of the group kernels: the same offset in the next group (quant.c walks
+ * groups in memory order, and a group is first read by its amax pass, which then finds it in
+ * the cache while this group's cast runs from L1); for long runs (one group, delayed scaling)
+ * a fixed distance ahead. */
+static inline size_t group_prefetch(size_t n) { return n <= 16384 ? 4 * n : PREFETCH_BYTES; }
+
 static void cast_int_avx2(int8_t *q, const float *x, size_t n, float s, int lo, int hi)
 {
     const __m256 vs = _mm256_set1_ps(s), vlo = _mm256_set1_ps((float)lo), vhi = _mm256_set1_ps((float)hi);
+    const size_t pf = group_prefetch(n);
     size_t i = 0;
-    for (; i + 32 <= n; i += 32)
+    for (; i + 32 <= n; i += 32) {
+        _mm_prefetch((const char *)(x + i) + pf, _MM_HINT_T0); /* never faults */
+        _mm_prefetch((const char *)(x + i) + pf + 64, _MM_HINT_T0);
         store32(q + i, CLAMP(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs)),
                 CLAMP(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vs)),
                 CLAMP(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), vs)),
                 CLAMP(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), vs)));
+    }
     ref.cast_int(q + i, x + i, n - i, s, lo, hi);
 }
 
@@ -227,10 +237,11 @@ static QINLINE uint32_t fp8_encode_loop(uint8_t *q, const float *x, size_t n, fl
         head_amax = fp8_encode_part(q, x, i, s, slow);
     }
     const __m256 vs = _mm256_set1_ps(s);
+    const size_t pf = group_prefetch(n);
     __m256i m0 = _mm256_setzero_si256(), m1 = m0;
     for (; i + 32 <= n; i += 32) {
-        _mm_prefetch((const char *)(x + i) + PREFETCH_BYTES, _MM_HINT_T0); /* never faults */
-        _mm_prefetch((const char *)(x + i) + PREFETCH_BYTES + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + pf, _MM_HINT_T0); /* never faults */
+        _mm_prefetch((const char *)(x + i) + pf + 64, _MM_HINT_T0);
         const __m256 a0 = _mm256_loadu_ps(x + i), a1 = _mm256_loadu_ps(x + i + 8),
                      a2 = _mm256_loadu_ps(x + i + 16), a3 = _mm256_loadu_ps(x + i + 24);
         m0 = _mm256_max_epu32(m0, _mm256_max_epu32(mag(a0), mag(a1)));
@@ -302,8 +313,10 @@ static QINLINE void mx_encode_loop(uint8_t *q, uint8_t *e, const float *x, size_
                                    int floor_rule, int nt, mxp__cvt_fn slow)
 {
     enum { RUN = 8 };
+    const size_t pf = group_prefetch(n);
     size_t b = 0;
     for (; b + RUN * 32 <= n; b += RUN * 32) {
+        for (size_t o = 0; o < RUN * 32 * 4; o += 64) _mm_prefetch((const char *)(x + b) + pf + o, _MM_HINT_T0);
         float inv[RUN];
         for (int k = 0; k < RUN; k++) inv[k] = mx_block_scale(x + b + 32 * k, e + b / 32 + k, e5m2, floor_rule);
         for (int k = 0; k < RUN; k++) {
