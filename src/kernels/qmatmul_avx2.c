@@ -44,9 +44,26 @@ static size_t a_size(size_t mc, size_t kc) { return round_up(mc, MR) * pairs(kc)
 
 static void pack_b(void *dst, const int8_t *b, size_t ldb, size_t kc, size_t nc)
 {
-    const size_t P = pairs(kc);
+    const size_t P = pairs(kc), panel = P * NR * 4;
     unsigned char *d = dst;
     size_t j0 = 0;
+    /* Four panels per pass over the rows: each pair of rows is read as 64-byte lines (one
+     * panel at a time read 16 bytes of every line and came back for the rest after the rows
+     * had left L1) and written to four panels. */
+    for (; j0 + 4 * NR <= nc; j0 += 4 * NR, d += 4 * panel) {
+        for (size_t p = 0; p < P; p++) {
+            const int8_t *r0 = b + 2 * p * ldb + j0;
+            const bool two = 2 * p + 1 < kc;
+            for (int t = 0; t < 4; t++) {
+                const __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)(r0 + t * NR));
+                const __m128i x1 = two ? _mm_loadu_si128((const __m128i *)(const void *)(r0 + ldb + t * NR))
+                                       : _mm_setzero_si128();
+                unsigned char *o = d + t * panel + p * NR * 4;
+                _mm256_store_si256((__m256i *)(void *)o, _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x0, x1)));
+                _mm256_store_si256((__m256i *)(void *)(o + 32), _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(x0, x1)));
+            }
+        }
+    }
     for (; j0 + NR <= nc; j0 += NR) {
         for (size_t p = 0; p < P; p++) {
             const int8_t *r0 = b + 2 * p * ldb + j0;
