@@ -289,6 +289,14 @@ static void emit(const qjob *j, size_t r, size_t c0, const float *xf, size_t len
 /* Quantize elements (r, c0 .. c0 + len) with one scale s, block by block. */
 static void emit_range(const qjob *j, size_t r, size_t c0, size_t len, float s)
 {
+    if (j->kind == Q_FP8 && j->xt == MXP_FLOAT32 && ((uintptr_t)j->x & 3u) == 0) {
+        /* the fused float8 kernel takes the whole group (it streams its own stores and
+         * prefetches the next group while this one is cast) */
+        const size_t off = r * j->cols + c0;
+        (void)j->qk->fp8_encode(j->out + off, (const float *)(const void *)j->x + off, len, s,
+                                j->fmt == MXP_FLOAT8_E5M2, j->nt, j->ck->cvt[j->fmt][MXP_FLOAT32][MXP__RNE]);
+        return;
+    }
     float buf[BLK];
     for (size_t b = 0; b < len; b += BLK) {
         const size_t n = len - b < BLK ? len - b : BLK;
