@@ -328,8 +328,10 @@ static mxp_status run_static(const char *fn, qjob *j, const mxp_qlayout *l)
             for (size_t cg = 0; cg < ncg; cg++) {
                 const size_t c0 = cg * g, len = j->cols - c0 < g ? j->cols - c0 : g, off = r * j->cols + c0;
                 const uint32_t a = amax_range(j, off, len);
-                if (a >= NONFINITE)
-                    return fail_nonfinite_part(fn, j->x, j->xt, off + first_nonfinite(j->x + off * elem_size(j->xt), j->xt, len, j->ck), j->cols);
+                if (a >= NONFINITE) {
+                    const size_t bad = first_nonfinite(j->x + off * elem_size(j->xt), j->xt, len, j->ck);
+                    return fail_nonfinite_part(fn, j->x, j->xt, off + bad, j->cols);
+                }
                 const float s = scale_of(j, a);
                 j->scales[r * ncg + cg] = s;
                 emit_range(j, r, c0, len, s);
@@ -405,7 +407,6 @@ static mxp_status quantize_static(const char *fn, qkind kind, mxp_dtype fmt, voi
     mxp_status st = check_flags(fn, flags);
     if (st) return st;
     if ((st = check_layout(fn, l, &n))) return st;
-    if (st) return st;
     if (kind == Q_FP8 && !is_fp8(fmt))
         return mxp__fail(MXP_EINVAL, "%s: fmt %s (%d) is not a float8 dtype (expected float8_e4m3fn "
                                      "or float8_e5m2)", fn, dname(fmt), (int)fmt);
