@@ -337,7 +337,7 @@ void mxp__qmm_register_avx2(mxp__kernels *k)
     o->kc = 512; /* bench_qmatmul on Zen 3: 256..768 and nc 256..1024 within noise */
     o->mc = 96;
     o->nc = 512;
-    o->rows_max_m = 4;
+    o->rows_max_m = 8; /* m x 4096 x 4096 on Zen 3: m = 8 6.6 ms in place, 10.1 ms packed; m = 16 packed */
     o->rows_kc = 256;
     o->rows_nc = 4096;
     o->b_size = b_size;
