@@ -28,7 +28,7 @@
 
 typedef struct job {
     int what; /* 0 int8 row, 1 mx, 2 fp8 row, 3 delayed, 4 all_finite pre-pass alone;
-                 5, 6, 7: 0, 1, 2 with MXP_QUANT_ONE_PASS */
+                 5, 6, 7: 0, 1, 2 with MXP_QUANT_ONE_PASS; 8 int4 row */
     const float *x;
     void *q;
     void *scales;
@@ -51,6 +51,7 @@ static void run(void *p)
                                 MXP_QUANT_ONE_PASS);
         break;
     case 7: st = mxp_quantize_fp8_ex(j->q, MXP_FLOAT8_E4M3FN, j->scales, j->x, MXP_FLOAT32, &l, MXP_QUANT_ONE_PASS); break;
+    case 8: st = mxp_quantize_int4(j->q, j->scales, j->x, MXP_FLOAT32, &l); break;
     case 3: st = mxp_fp8_quantize_delayed(j->q, j->x, MXP_FLOAT32, j->rows * j->cols, j->s); break;
     default: st = mxp_all_finite(j->x, MXP_FLOAT32, j->rows * j->cols) ? MXP_OK : MXP_EINVAL; break;
     }
@@ -158,6 +159,8 @@ int main(void)
         row("MXFP8 e4m3 RCEIL 4096x4096", &j, in, out8 + R * C / 32, isas[k]);
         j.what = 2;
         row("float8 e4m3 per row 4096x4096", &j, in, out8 + R * 4, isas[k]);
+        j.what = 8;
+        row("int4 per row 4096x4096", &j, in, out8 / 2 + R * 4, isas[k]);
         j.what = 4;
         if (k == 0) row("  (pre-pass all_finite alone)", &j, in, 0, isas[k]);
         j.what = 5;
