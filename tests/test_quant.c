@@ -1235,6 +1235,24 @@ static void test_errors(void **state)
  * ISA, every static quantizer, ROW layouts with and without groups and MX, float32 and
  * float16 inputs, NaN and +-inf. Also: unknown flag bits are refused with nothing written.
  */
+/* Kind k (int8, int4, float8 e5m2, MX e4m3fn FLOOR) with the flags: 0 calls the plain
+ * function, anything else the _ex one. */
+static mxp_status quant_kind(int k, unsigned flags, void *q, void *sc, const void *x, mxp_dtype xt,
+                             const mxp_qlayout *l)
+{
+    float *s = (float *)sc;
+    switch (k) {
+    case 0: return flags ? mxp_quantize_int8_ex(q, s, x, xt, l, flags) : mxp_quantize_int8(q, s, x, xt, l);
+    case 1: return flags ? mxp_quantize_int4_ex(q, s, x, xt, l, flags) : mxp_quantize_int4(q, s, x, xt, l);
+    case 2:
+        return flags ? mxp_quantize_fp8_ex(q, MXP_FLOAT8_E5M2, s, x, xt, l, flags)
+                     : mxp_quantize_fp8(q, MXP_FLOAT8_E5M2, s, x, xt, l);
+    default:
+        return flags ? mxp_quantize_mx_ex(q, MXP_FLOAT8_E4M3FN, sc, x, xt, l->rows, l->cols, MXP_MX_FLOOR, flags)
+                     : mxp_quantize_mx(q, MXP_FLOAT8_E4M3FN, sc, x, xt, l->rows, l->cols, MXP_MX_FLOOR);
+    }
+}
+
 static void test_one_pass_nonfinite(void **state)
 {
     (void)state;
@@ -1255,24 +1273,15 @@ static void test_one_pass_nonfinite(void **state)
             assert_true(x && q && sc && wq && ws);
             fill(x, xt, n, (int)(rnd() % 2));
             const size_t bad = rnd() % n, br = bad / cols, bg = (bad % cols) / gl;
-            mxp_status st;
             /* the expected prefix: the plain function on the finite input */
-            if (k == 0) st = mxp_quantize_int8((int8_t *)wq, (float *)(void *)ws, x, xt, &l);
-            else if (k == 1) st = mxp_quantize_int4(wq, (float *)(void *)ws, x, xt, &l);
-            else if (k == 2) st = mxp_quantize_fp8(wq, MXP_FLOAT8_E5M2, (float *)(void *)ws, x, xt, &l);
-            else st = mxp_quantize_mx(wq, MXP_FLOAT8_E4M3FN, ws, x, xt, rows, cols, MXP_MX_FLOOR);
-            assert_int_equal(st, MXP_OK);
+            assert_int_equal(quant_kind(k, 0, wq, ws, x, xt, &l), MXP_OK);
             const int kind_nf = (int)(rnd() % 3);
             if (xt == MXP_FLOAT32) ref_store(x, bad, xt, kind_nf == 0 ? 0x7FC00001u : kind_nf == 1 ? 0x7F800000u : 0xFF800000u);
             else ref_store(x, bad, xt, kind_nf == 0 ? 0x7E01u : kind_nf == 1 ? 0x7C00u : 0xFC00u);
             memset(q, 0xA5, qb);
             memset(sc, 0xA5, sb);
             mxp_clear_error();
-            if (k == 0) st = mxp_quantize_int8_ex((int8_t *)q, (float *)(void *)sc, x, xt, &l, MXP_QUANT_ONE_PASS);
-            else if (k == 1) st = mxp_quantize_int4_ex(q, (float *)(void *)sc, x, xt, &l, MXP_QUANT_ONE_PASS);
-            else if (k == 2) st = mxp_quantize_fp8_ex(q, MXP_FLOAT8_E5M2, (float *)(void *)sc, x, xt, &l, MXP_QUANT_ONE_PASS);
-            else st = mxp_quantize_mx_ex(q, MXP_FLOAT8_E4M3FN, sc, x, xt, rows, cols, MXP_MX_FLOOR, MXP_QUANT_ONE_PASS);
-            assert_int_equal(st, MXP_EINVAL);
+            assert_int_equal(quant_kind(k, MXP_QUANT_ONE_PASS, q, sc, x, xt, &l), MXP_EINVAL);
             char named[48];
             snprintf(named, sizeof named, "x[%zu] ", bad);
             if (!strstr(mxp_last_error(), named)) fail_msg("[%s] kind %d: message does not name %s: %s", cur_isa(), k, named, mxp_last_error());
