@@ -684,7 +684,9 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
     size_t i = 0;
     int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32
-    if (n * (4 + ob) >= MXP_SIMD_NT_THRESHOLD && (uintptr_t)d % ob == 0) {
+    /* n >= 2*VL: the head below (< 2*VL elements) must fit (a test or a caller like the fused
+     * quantizers' tails can lower the threshold to a few bytes) */
+    if (n >= 2 * VL && n * (4 + ob) >= MXP_SIMD_NT_THRESHOLD && (uintptr_t)d % ob == 0) {
         /* streaming stores need an aligned destination: the reference up to the boundary */
         const size_t align = 2 * VL * ob;
         i = (align - (uintptr_t)d % align) % align / ob; /* < 2*VL <= n */
@@ -815,9 +817,9 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 #ifdef MXP_SIMD_NT_STORE32
     /* Streaming stores need an aligned destination: the reference up to the boundary (a
      * destination that is not even 4-byte aligned never lines up: plain stores). */
-    if (n * (4 + ib) >= MXP_SIMD_NT_THRESHOLD && (uintptr_t)d % 4 == 0) {
+    if (n >= VL && n * (4 + ib) >= MXP_SIMD_NT_THRESHOLD && (uintptr_t)d % 4 == 0) {
         const size_t align = 4 * VL;
-        i = (align - (uintptr_t)d % align) % align / 4; /* < VL, and n >= VL here */
+        i = (align - (uintptr_t)d % align) % align / 4; /* < VL <= n */
         scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d, s, i, a, a->index0);
         nt = 1;
     }
