@@ -21,11 +21,11 @@
 
 #include "quant_kernels.h"
 
-static mxp__qkernels ref;
+static mxp__qkernels ref; /* the scalar reference, for tails (filled at registration) */
 
 /* How far ahead of the streaming loops the source is prefetched (the delayed-scaling pass reads
  * its input exactly once, so nothing else brings it in early). */
-enum { PREFETCH_BYTES = 2048 }; /* the scalar reference, for tails (filled at registration) */
+enum { PREFETCH_BYTES = 2048 };
 
 static inline uint32_t hmax_epu32(__m256i v)
 {
@@ -109,47 +109,11 @@ static void cast_int_v_avx2(int8_t *q, const float *x, const float *s, size_t n,
     ref.cast_int_v(q + i, x + i, s + i, n - i, lo, hi);
 }
 
-static uint32_t mul_amax_avx2(float *y, const float *x, size_t n, float s)
-{
-    const __m256 vs = _mm256_set1_ps(s);
-    __m256i m0 = _mm256_setzero_si256(), m1 = m0;
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm_prefetch((const char *)(x + i) + PREFETCH_BYTES, _MM_HINT_T0); /* never faults */
-        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
-        m0 = _mm256_max_epu32(m0, mag(a));
-        m1 = _mm256_max_epu32(m1, mag(b));
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(a, vs));
-        _mm256_storeu_ps(y + i + 8, _mm256_mul_ps(b, vs));
-    }
-    const uint32_t v = hmax_epu32(_mm256_max_epu32(m0, m1));
-    const uint32_t t = ref.mul_amax(y + i, x + i, n - i, s);
-    return v > t ? v : t;
-}
-
 static void mul_v_avx2(float *y, const float *x, const float *s, size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(s + i)));
     ref.mul_v(y + i, x + i, s + i, n - i);
-}
-
-static void mx_scale_avx2(float *y, uint8_t *e, const float *x, size_t n, int e5m2, int floor_rule)
-{
-    size_t b = 0;
-    for (; b + 32 <= n; b += 32) {
-        const __m256 a0 = _mm256_loadu_ps(x + b), a1 = _mm256_loadu_ps(x + b + 8),
-                     a2 = _mm256_loadu_ps(x + b + 16), a3 = _mm256_loadu_ps(x + b + 24);
-        const __m256i m = _mm256_max_epu32(_mm256_max_epu32(mag(a0), mag(a1)), _mm256_max_epu32(mag(a2), mag(a3)));
-        const uint8_t eb = mxp__mx_e8m0(hmax_epu32(m), e5m2, floor_rule);
-        e[b / 32] = eb;
-        const __m256 vs = _mm256_set1_ps(mxp__mx_inv(eb));
-        _mm256_storeu_ps(y + b, _mm256_mul_ps(a0, vs));
-        _mm256_storeu_ps(y + b + 8, _mm256_mul_ps(a1, vs));
-        _mm256_storeu_ps(y + b + 16, _mm256_mul_ps(a2, vs));
-        _mm256_storeu_ps(y + b + 24, _mm256_mul_ps(a3, vs));
-    }
-    ref.mx_scale(y + b, e + b / 32, x + b, n - b, e5m2, floor_rule);
 }
 
 /*
@@ -375,9 +339,7 @@ void mxp__quant_register_avx2(mxp__qkernels *k)
     k->amax_cols = amax_cols_avx2;
     k->cast_int = cast_int_avx2;
     k->cast_int_v = cast_int_v_avx2;
-    k->mul_amax = mul_amax_avx2;
     k->mul_v = mul_v_avx2;
-    k->mx_scale = mx_scale_avx2;
     k->fp8_encode = fp8_encode_avx2;
     k->mx_encode = mx_encode_avx2;
 }

@@ -40,7 +40,10 @@ typedef struct mxp__qkernels {
     void (*cast_int)(int8_t *q, const float *x, size_t n, float s, int lo, int hi);
     /* the same with one scale per element: q[i] = clamp(rne(x[i] * s[i]), lo, hi) */
     void (*cast_int_v)(int8_t *q, const float *x, const float *s, size_t n, int lo, int hi);
-    /* y[i] = x[i] * s; returns amax_bits(x, n) */
+    /* y[i] = x[i] * s; returns amax_bits(x, n). This entry and mx_scale are the scalar
+     * reference's steps of the fused kernels (fp8_encode, mx_encode), which call them for the
+     * elements they do not take themselves; the library calls the fused kernels only, so no ISA
+     * registers its own version of these two. */
     uint32_t (*mul_amax)(float *y, const float *x, size_t n, float s);
     /* y[i] = x[i] * s[i] */
     void (*mul_v)(float *y, const float *x, const float *s, size_t n);
