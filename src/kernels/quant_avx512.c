@@ -1,11 +1,232 @@
 /*
  * quant_avx512.c - the quantization kernels of the avx512 table.
  *
- * The passes are memory-bound for the sizes that matter (a weight matrix or an activation
- * streams from DRAM once or twice), where the AVX2 kernels already run near copy speed, so the
- * avx512 table reuses them, as finite_avx512.c does (an AVX-512 CPU has AVX2: dispatch.c
- * requires it for this path). Wider kernels would need an AVX-512 machine to be timed on.
+ * The fused float8 kernels (fp8_encode: delayed / current float8 scaling; mx_encode: MXFP8) are
+ * AVX-512 here: they are compute-bound with 8 lanes (on a Zen 4, MX one pass took 0.34 ns per
+ * element with the AVX2 kernel, about its in-cache speed, against a memory-equivalent of about
+ * 0.2), so 16 lanes and mask registers pay. The other entries (amax passes, int8 / int4 casts)
+ * run near memory speed with AVX2 and stay the AVX2 ones, as finite_avx512.c does (an AVX-512
+ * CPU has AVX2: dispatch.c requires it for this path).
+ *
+ * The arithmetic is quant_avx2.c's f8_code, lane for lane (see there: integer round-to-nearest-
+ * even for the float8 normal range, a magic-number float add for its subnormal range, the sign
+ * on top), with the subnormal lanes picked by a mask compare instead of BLENDVPS's sign bit.
+ * Four vectors of codes (64 elements) are packed with VPACKUSDW / VPACKUSWB and one VPERMD (on
+ * Zen 4 the conversion kernels' VPMOVDB stores lost to the AVX2 pack sequence).
+ * Bits: identical to the scalar reference (quant_scalar.c) and to the conversion table's float32
+ * -> float8 kernel with saturation; test_quant (every layout, boundaries) and
+ * test_quant_exhaustive (all 2^32 float32 inputs) check every table the CPU runs, and
+ * test_quant_emu512 runs this file on emulated intrinsics where the CPU lacks AVX-512.
  */
+#ifdef MXP_AVX512_EMULATED /* test builds: portable AVX-512 (tests/emu/avx512_emu.h) */
+#include "avx512_emu.h"
+#else
+#include <immintrin.h>
+#endif
+#include <string.h>
+
 #include "quant_kernels.h"
 
-void mxp__quant_register_avx512(mxp__qkernels *k) { mxp__quant_register_avx2(k); }
+#if defined(__GNUC__) || defined(__clang__)
+#define QINLINE inline __attribute__((always_inline))
+#else
+#define QINLINE inline
+#endif
+
+/* the scalar reference's steps, for what the vector loops do not take (filled at registration) */
+static uint32_t (*ref_mul_amax)(float *y, const float *x, size_t n, float s);
+static void (*ref_mx_scale)(float *y, uint8_t *e, const float *x, size_t n, int e5m2, int floor);
+
+static const mxp__cvt_args SAT = {true, 0, 0};
+
+/* Prefetch of the next group (as quant_avx2.c's group_prefetch: quant.c walks groups in memory
+ * order, a group is first read by its amax pass, and this prefetches the same offset one group
+ * ahead while the current group is cast from L1): the distance in bytes for a call of n
+ * elements, or 0 for none. Long runs (one group, delayed scaling) take none: on Zen 4 a
+ * prefetch a fixed distance ahead of a linear read only slowed it (cvt_avx512.c). */
+static QINLINE size_t group_prefetch(size_t n) { return n <= 16384 ? 4 * n : 0; }
+
+/* the largest of 16 unsigned lanes */
+static QINLINE uint32_t hmax_epu32(__m512i v)
+{
+    __m256i m = _mm256_max_epu32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    __m128i a = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    a = _mm_max_epu32(a, _mm_shuffle_epi32(a, 0x4E));
+    a = _mm_max_epu32(a, _mm_shuffle_epi32(a, 0xB1));
+    return (uint32_t)_mm_cvtsi128_si32(a);
+}
+
+static QINLINE __m512i mag(__m512 x) { return _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF)); }
+
+/* 16 finite-or-infinite products -> 16 float8 codes in the low byte of each lane (e5m2 is a
+ * constant wherever this is inlined) */
+static QINLINE __m512i f8_code(__m512 y, const int e5m2)
+{
+    const int m = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, shift = 23 - m;
+    const __m512i yb = _mm512_castps_si512(y);
+    const __m512i a = _mm512_min_epu32(mag(y), _mm512_set1_epi32(e5m2 ? 0x47600000 : 0x43E00000)); /* 57344 / 448 */
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, shift), _mm512_set1_epi32(1));
+    const __m512i nrm = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32((1 << (shift - 1)) - 1 - ((127 - bias) << 23))), odd),
+        shift);
+    const __m512 magic = _mm512_castsi512_ps(_mm512_set1_epi32((127 + 1 - bias - m + 23) << 23));
+    const __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)),
+                                         _mm512_castps_si512(magic));
+    const __mmask16 tiny = _mm512_cmpgt_epu32_mask(_mm512_set1_epi32((127 + 1 - bias) << 23), a);
+    const __m512i code = _mm512_mask_blend_epi32(tiny, nrm, sub);
+    return _mm512_or_si512(code, _mm512_srli_epi32(_mm512_and_si512(yb, _mm512_set1_epi32((int)0x80000000u)), 24));
+}
+
+/* 4 x 16 codes (each 0..255) -> 64 bytes in element order. The packs work within 128-bit
+ * lanes: after them, 128-bit lane L holds dwords [c0 L, c1 L, c2 L, c3 L] (4 bytes each). */
+static QINLINE __m512i f8_pack(__m512i c0, __m512i c1, __m512i c2, __m512i c3)
+{
+    const __m512i b = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
+}
+
+static QINLINE int any_nan(__m512 y0, __m512 y1, __m512 y2, __m512 y3)
+{
+    const __mmask16 u = (__mmask16)(_mm512_cmp_ps_mask(y0, y0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(y1, y1, _CMP_UNORD_Q) |
+                                    _mm512_cmp_ps_mask(y2, y2, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(y3, y3, _CMP_UNORD_Q));
+    return u != 0;
+}
+
+static QINLINE void store64(uint8_t *q, __m512i v, int nt)
+{
+    if (nt) _mm512_stream_si512((void *)q, v);
+    else _mm512_storeu_si512((void *)q, v);
+}
+
+/* Elements the vector loop does not take (an unaligned head before streaming, the tail). */
+static uint32_t fp8_encode_part(uint8_t *q, const float *x, size_t n, float s, mxp__cvt_fn slow)
+{
+    float y[32];
+    uint32_t m = 0;
+    for (size_t b = 0; b < n; b += 32) {
+        const size_t len = n - b < 32 ? n - b : 32;
+        const uint32_t a = ref_mul_amax(y, x + b, len, s);
+        m = a > m ? a : m;
+        slow(q + b, y, len, &SAT);
+    }
+    return m;
+}
+
+static QINLINE uint32_t fp8_encode_loop(uint8_t *q, const float *x, size_t n, float s, const int e5m2, int nt,
+                                        mxp__cvt_fn slow)
+{
+    size_t i = 0;
+    uint32_t head_amax = 0;
+    if (nt) { /* streaming stores: 64-byte aligned destination */
+        i = (64 - ((uintptr_t)q & 63)) & 63;
+        if (i > n) i = n;
+        head_amax = fp8_encode_part(q, x, i, s, slow);
+    }
+    const __m512 vs = _mm512_set1_ps(s);
+    const size_t pf = group_prefetch(n);
+    __m512i m0 = _mm512_setzero_si512(), m1 = m0;
+    for (; i + 64 <= n; i += 64) {
+        if (pf) {
+            _mm_prefetch((const char *)(x + i) + pf, _MM_HINT_T0); /* never faults */
+            _mm_prefetch((const char *)(x + i) + pf + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)(x + i) + pf + 128, _MM_HINT_T0);
+            _mm_prefetch((const char *)(x + i) + pf + 192, _MM_HINT_T0);
+        }
+        const __m512 a0 = _mm512_loadu_ps(x + i), a1 = _mm512_loadu_ps(x + i + 16),
+                     a2 = _mm512_loadu_ps(x + i + 32), a3 = _mm512_loadu_ps(x + i + 48);
+        m0 = _mm512_max_epu32(m0, _mm512_max_epu32(mag(a0), mag(a1)));
+        m1 = _mm512_max_epu32(m1, _mm512_max_epu32(mag(a2), mag(a3)));
+        const __m512 y0 = _mm512_mul_ps(a0, vs), y1 = _mm512_mul_ps(a1, vs), y2 = _mm512_mul_ps(a2, vs),
+                     y3 = _mm512_mul_ps(a3, vs);
+        if (any_nan(y0, y1, y2, y3)) { /* rare: the conversion kernel's NaN patterns */
+            float y[64];
+            _mm512_storeu_ps(y, y0);
+            _mm512_storeu_ps(y + 16, y1);
+            _mm512_storeu_ps(y + 32, y2);
+            _mm512_storeu_ps(y + 48, y3);
+            slow(q + i, y, 64, &SAT);
+            continue;
+        }
+        store64(q + i, f8_pack(f8_code(y0, e5m2), f8_code(y1, e5m2), f8_code(y2, e5m2), f8_code(y3, e5m2)), nt);
+    }
+    uint32_t v = hmax_epu32(_mm512_max_epu32(m0, m1));
+    v = head_amax > v ? head_amax : v;
+    const uint32_t t = fp8_encode_part(q + i, x + i, n - i, s, slow);
+    return v > t ? v : t;
+}
+
+/* One MX block of 32 floats at x: its E8M0 exponent into *e, and 1 / X = 2^(127 - e). */
+static QINLINE float mx_block_scale(const float *x, uint8_t *e, const int e5m2, int floor_rule)
+{
+    const uint32_t am = hmax_epu32(_mm512_max_epu32(mag(_mm512_loadu_ps(x)), mag(_mm512_loadu_ps(x + 16))));
+    *e = mxp__mx_e8m0(am, e5m2, floor_rule);
+    return mxp__mx_inv(*e);
+}
+
+/* Two MX blocks' codes (32 + 32 elements at x, scales inv0 and inv1) -> 64 bytes. */
+static QINLINE __m512i mx_codes2(const float *x, float inv0, float inv1, const int e5m2)
+{
+    const __m512 s0 = _mm512_set1_ps(inv0), s1 = _mm512_set1_ps(inv1);
+    return f8_pack(f8_code(_mm512_mul_ps(_mm512_loadu_ps(x), s0), e5m2),
+                   f8_code(_mm512_mul_ps(_mm512_loadu_ps(x + 16), s0), e5m2),
+                   f8_code(_mm512_mul_ps(_mm512_loadu_ps(x + 32), s1), e5m2),
+                   f8_code(_mm512_mul_ps(_mm512_loadu_ps(x + 48), s1), e5m2));
+}
+
+/*
+ * MX in runs of 8 blocks (as quant_avx2.c: the 8 scales first, 8 short independent chains, then
+ * the casts from L1), two blocks per 64-byte store. Streaming stores where the destination is
+ * 64-byte aligned (quant.c passes nt for outputs larger than the cache), plain ones elsewhere.
+ */
+static QINLINE void mx_encode_loop(uint8_t *q, uint8_t *e, const float *x, size_t n, const int e5m2,
+                                   int floor_rule, int nt, mxp__cvt_fn slow)
+{
+    enum { RUN = 8 };
+    const size_t pf = group_prefetch(n);
+    size_t b = 0;
+    for (; b + RUN * 32 <= n; b += RUN * 32) {
+        if (pf)
+            for (size_t o = 0; o < RUN * 32 * 4; o += 64) _mm_prefetch((const char *)(x + b) + pf + o, _MM_HINT_T0);
+        float inv[RUN];
+        for (int k = 0; k < RUN; k++) inv[k] = mx_block_scale(x + b + 32 * k, e + b / 32 + k, e5m2, floor_rule);
+        for (int k = 0; k < RUN; k += 2) {
+            uint8_t *d = q + b + 32 * k;
+            store64(d, mx_codes2(x + b + 32 * k, inv[k], inv[k + 1], e5m2), nt && ((uintptr_t)d & 63) == 0);
+        }
+    }
+    for (; b + 32 <= n; b += 32) { /* fewer than RUN blocks left: one at a time, 32 bytes */
+        const float inv = mx_block_scale(x + b, e + b / 32, e5m2, floor_rule);
+        const __m512 s0 = _mm512_set1_ps(inv);
+        const __m512i c0 = f8_code(_mm512_mul_ps(_mm512_loadu_ps(x + b), s0), e5m2);
+        const __m512i c1 = f8_code(_mm512_mul_ps(_mm512_loadu_ps(x + b + 16), s0), e5m2);
+        const __m512i v = f8_pack(c0, c1, _mm512_setzero_si512(), _mm512_setzero_si512());
+        _mm256_storeu_si256((__m256i *)(void *)(q + b), _mm512_castsi512_si256(v));
+    }
+    if (b < n) {
+        float y[32];
+        ref_mx_scale(y, e + b / 32, x + b, n - b, e5m2, floor_rule);
+        slow(q + b, y, n - b, &SAT);
+    }
+}
+
+static uint32_t fp8_encode_avx512(uint8_t *q, const float *x, size_t n, float s, int e5m2, int nt,
+                                  mxp__cvt_fn slow)
+{
+    return e5m2 ? fp8_encode_loop(q, x, n, s, 1, nt, slow) : fp8_encode_loop(q, x, n, s, 0, nt, slow);
+}
+
+static void mx_encode_avx512(uint8_t *q, uint8_t *e, const float *x, size_t n, int e5m2, int floor_rule,
+                             int nt, mxp__cvt_fn slow)
+{
+    if (e5m2) mx_encode_loop(q, e, x, n, 1, floor_rule, nt, slow);
+    else mx_encode_loop(q, e, x, n, 0, floor_rule, nt, slow);
+}
+
+void mxp__quant_register_avx512(mxp__qkernels *k)
+{
+    mxp__quant_register_avx2(k); /* every other entry; mul_amax and mx_scale stay the scalar ones */
+    ref_mul_amax = k->mul_amax;
+    ref_mx_scale = k->mx_scale;
+    k->fp8_encode = fp8_encode_avx512;
+    k->mx_encode = mx_encode_avx512;
+}
