@@ -580,7 +580,7 @@ static void check_mx(const float *x, size_t rows, size_t cols, mxp_dtype fmt, mx
 }
 
 /* Blocks whose amax sits at and around every power of two (and the 1.75 * 2^k saturation
- * point of RCEIL), subnormal amax included; the other elements of a block are random fractions
+ * point of RCEIL), subnormal amax included, in rows long enough for the 8-block steps; the other elements of a block are random fractions
  * of the amax, some so small that x / X falls in float32's subnormal range. */
 static void test_mx_boundaries(void **state)
 {
@@ -589,14 +589,16 @@ static void test_mx_boundaries(void **state)
     const int ni = isa_list(isas);
     const double mants[] = {1.0, 1.75, 1.75 + 0x1p-23, 2.0 - 0x1p-23, 1.5, 1.0 + 0x1p-23};
     const size_t nm = sizeof mants / sizeof mants[0];
-    const size_t cols = 32 * nm + 7, rows = 277; /* one row per binade 2^-149 .. 2^127 */
+    /* 16 full blocks per row (two runs of the vector kernels' 8-block steps; each mantissa at
+     * several positions in a run) and a 7-column partial block */
+    const size_t cols = 32 * 16 + 7, rows = 277; /* one row per binade 2^-149 .. 2^127 */
     float *x = malloc(rows * cols * sizeof *x);
     assert_non_null(x);
     for (size_t r = 0; r < rows; r++) {
         const int k = (int)r - 149;
         for (size_t c = 0; c < cols; c++) {
             const size_t b = c / 32;
-            const double m = b < nm ? mants[b] : 1.25;
+            const double m = b < 16 ? mants[b % nm] : 1.25;
             const float amax = rf(ldexp(m, k));
             float v;
             if (c % 32 == 5) v = -amax;

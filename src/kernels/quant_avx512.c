@@ -163,6 +163,52 @@ static QINLINE float mx_block_scale(const float *x, uint8_t *e, const int e5m2, 
     return mxp__mx_inv(*e);
 }
 
+/*
+ * Eight MX blocks (256 floats at x) at once: their E8M0 exponents into e[0..8) and 1 / X into
+ * inv[0..8), as quant_avx2.c's mx_block_scale computes them for nonzero normal amax (every
+ * block of normal data): e = biased exponent of amax - emax, +1 under RCEIL when the 24-bit
+ * significand is above 1.75 (0xE00000), at least 0; 1 / X = 2^(127 - e). A block whose amax is
+ * zero or a float32 subnormal sends all eight through mxp__mx_e8m0 / mxp__mx_inv (rare).
+ * The eight 16-lane maxima are reduced together (a transpose-like tree of 128-bit and in-lane
+ * shuffles, 15 operations for the eight), not one horizontal reduction per block, whose
+ * dependency chains and scalar tails were the MX loop's bottleneck.
+ */
+static QINLINE void mx_scales8(const float *x, uint8_t *e, float *inv, const int e5m2, int floor_rule)
+{
+    __m512i m[8], a[4];
+    for (int k = 0; k < 8; k++)
+        m[k] = _mm512_max_epu32(mag(_mm512_loadu_ps(x + 32 * k)), mag(_mm512_loadu_ps(x + 32 * k + 16)));
+    /* 256-bit halves: a[j] = [block 2j's 8 partial maxima | block 2j+1's] */
+    for (int j = 0; j < 4; j++)
+        a[j] = _mm512_max_epu32(_mm512_shuffle_i32x4(m[2 * j], m[2 * j + 1], 0x44),
+                                _mm512_shuffle_i32x4(m[2 * j], m[2 * j + 1], 0xEE));
+    /* 128-bit lanes: b0 = blocks 0..3, b1 = blocks 4..7, 4 partial maxima per lane */
+    const __m512i b0 = _mm512_max_epu32(_mm512_shuffle_i32x4(a[0], a[1], 0x88), _mm512_shuffle_i32x4(a[0], a[1], 0xDD));
+    const __m512i b1 = _mm512_max_epu32(_mm512_shuffle_i32x4(a[2], a[3], 0x88), _mm512_shuffle_i32x4(a[2], a[3], 0xDD));
+    /* within lanes: dword 4L = block L's max, dword 4L + 2 = block L + 4's */
+    __m512i c = _mm512_max_epu32(_mm512_unpacklo_epi64(b0, b1), _mm512_unpackhi_epi64(b0, b1));
+    c = _mm512_max_epu32(c, _mm512_srli_epi64(c, 32)); /* low dword of each qword: the max of its two */
+    const __m512i am = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0), c);
+    if (__builtin_expect((_mm512_cmpgt_epu32_mask(_mm512_set1_epi32(0x00800000), am) & 0xFF) != 0, 0)) {
+        uint32_t v[16];
+        _mm512_storeu_si512((void *)v, am);
+        for (int k = 0; k < 8; k++) {
+            e[k] = mxp__mx_e8m0(v[k], e5m2, floor_rule);
+            inv[k] = mxp__mx_inv(e[k]);
+        }
+        return;
+    }
+    __m512i ev = _mm512_sub_epi32(_mm512_srli_epi32(am, 23), _mm512_set1_epi32(e5m2 ? 15 : 8));
+    if (!floor_rule)
+        ev = _mm512_mask_add_epi32(ev, _mm512_cmpgt_epi32_mask(_mm512_and_si512(am, _mm512_set1_epi32(0x7FFFFF)),
+                                                                _mm512_set1_epi32(0x600000)),
+                                   ev, _mm512_set1_epi32(1));
+    ev = _mm512_max_epi32(ev, _mm512_setzero_si512());
+    _mm_storel_epi64((__m128i *)(void *)e, _mm512_cvtepi32_epi8(ev));
+    _mm256_storeu_si256((__m256i *)(void *)inv,
+                        _mm512_castsi512_si256(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), ev), 23)));
+}
+
 /* Two MX blocks' codes (32 + 32 elements at x, scales inv0 and inv1) -> 64 bytes. */
 static QINLINE __m512i mx_codes2(const float *x, float inv0, float inv1, const int e5m2)
 {
@@ -188,7 +234,7 @@ static QINLINE void mx_encode_loop(uint8_t *q, uint8_t *e, const float *x, size_
         if (pf)
             for (size_t o = 0; o < RUN * 32 * 4; o += 64) _mm_prefetch((const char *)(x + b) + pf + o, _MM_HINT_T0);
         float inv[RUN];
-        for (int k = 0; k < RUN; k++) inv[k] = mx_block_scale(x + b + 32 * k, e + b / 32 + k, e5m2, floor_rule);
+        mx_scales8(x + b, e + b / 32, inv, e5m2, floor_rule);
         for (int k = 0; k < RUN; k += 2) {
             uint8_t *d = q + b + 32 * k;
             store64(d, mx_codes2(x + b + 32 * k, inv[k], inv[k + 1], e5m2), nt && ((uintptr_t)d & 63) == 0);
