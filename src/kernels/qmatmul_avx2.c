@@ -207,8 +207,15 @@ static void block(int32_t *c, size_t ldc, const void *ap, const void *bp, size_t
 
 #define RK 512 /* k values per pass of rows_group (its stack buffer of a pairs) */
 #define RR 4   /* rows per group */
+/* Pairs of b rows per pass over the columns: 4, i.e. 8 rows. Rows of a power-of-two length
+ * (4096 bytes: a 4096-column int8 matrix) map to one L1 set, which holds 8 lines on Zen 3 and
+ * Zen 4; with 16 rows in flight (RP 8, the value until 2026-11-24) each line was evicted before
+ * its four 16-column tiles had used it. Zen 4, bench_qmatmul --all, k = n = 4096, float32 out:
+ * m = 1 1.66-1.70 ms with RP 8, 1.39-1.41 with 2, 1.14-1.15 with 3, 1.08-1.14 with 4, 1.21-1.22
+ * with 5, 1.26-1.30 with 6; m = 4 2.61-2.72 / 1.87-1.94 (RP 4) / 1.87-1.89 (RP 5). Not
+ * re-measured on Zen 3. */
 #ifndef RP
-#define RP 8   /* pairs of b rows per pass over the columns */
+#define RP 4
 #endif
 
 /* c[r][0..16) (+)= sum over pairs [p, p + np) for rows r < R; b at column 0 of the tile. */
