@@ -118,7 +118,7 @@ static void reference(double *want, mxp_dtype yt, const int8_t *a, const float *
 
 /* ---- tables ------------------------------------------------------------------------------- */
 
-#define MAXT 64
+#define MAXT 128
 static mxp__kernels tabs[MAXT];
 static size_t tab_k32[MAXT]; /* k32_max to call the table with */
 static char tab_names[MAXT][64];
@@ -155,6 +155,11 @@ static void add_variants(const mxp__kernels *k)
         v.qmm.rows_kc = 600; /* above the AVX2 rows() pass of 512 */
         v.qmm.rows_nc = 5;
         add_tab(&v, "rows, long k", k32s[t]);
+        v.qmm.rows_nc = 70; /* one 64-column strip of the VNNI rows() and a tail */
+        add_tab(&v, "rows, long k, strips", k32s[t]);
+        v.qmm.rows_kc = 9; /* many calls continuing c (first = false), partial quads of k */
+        v.qmm.rows_nc = 4096;
+        add_tab(&v, "rows, short k blocks", k32s[t]);
     }
 }
 
@@ -314,6 +319,7 @@ static void test_extremes(void **state)
         for (int bm = 2; bm <= 3; bm++) {
             run_problem(9, 67, 35, am, bm, 1);
             run_problem(3, 1000, 20, am, bm, 0);
+            run_problem(1, 1000, 135, am, bm, 2); /* one row: the VNNI rows(), k blocks of 512 */
         }
 }
 

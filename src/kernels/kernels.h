@@ -184,6 +184,9 @@ void mxp__cvt_register_avx512(mxp__kernels *k);
 void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
 void mxp__finite_register_avx512(mxp__kernels *k);
 void mxp__qmm_register_avx2(mxp__kernels *k);
+/* the AVX2 rows() (qmm.rows of the avx2 table), for the avx512 table's own rows() */
+void mxp__qmm_rows_avx2(int32_t *c, size_t ldc, const int8_t *a, size_t lda, const int8_t *b,
+                        size_t ldb, size_t mc, size_t kc, size_t nc, bool first);
 /* vnni: VPDPBUSD kernels (AVX512_VNNI), otherwise AVX-512BW VPMADDWD kernels */
 void mxp__qmm_register_avx512(mxp__kernels *k, bool vnni);
 #endif

@@ -296,8 +296,8 @@ PRIM void rows_group(int32_t *c, size_t ldc, int32_t (*ap)[RK / 2], const int8_t
         }
 }
 
-static void rows(int32_t *c, size_t ldc, const int8_t *a, size_t lda, const int8_t *b,
-                 size_t ldb, size_t mc, size_t kc, size_t nc, bool first)
+void mxp__qmm_rows_avx2(int32_t *c, size_t ldc, const int8_t *a, size_t lda, const int8_t *b,
+                        size_t ldb, size_t mc, size_t kc, size_t nc, bool first)
 {
     int32_t ap[RR][RK / 2];
     for (size_t k0 = 0; k0 < kc; k0 += RK, first = false) {
@@ -352,6 +352,6 @@ void mxp__qmm_register_avx2(mxp__kernels *k)
     o->pack_b = pack_b;
     o->pack_a = pack_a;
     o->block = block;
-    o->rows = rows;
+    o->rows = mxp__qmm_rows_avx2;
     o->descale = descale;
 }

@@ -300,6 +300,109 @@ static void vnni_block(int32_t *c, size_t ldc, const void *ap, const void *bp, s
     }
 }
 
+/* ---- rows() with VNNI: small m, a and b read in place ---------------------------------------
+ *
+ * For one row of a, as qmatmul_avx2.c's rows() (b walked in passes of a few rows over all
+ * columns), with VPDPBUSD: per pass, for each 64-column strip, 4 rows of b (one
+ * quad of k) are loaded as 64 bytes each, biased to unsigned (b ^ 0x80 = b + 128) and
+ * interleaved (VPUNPCK*BW, then *WD) into 4 vectors whose dword lanes hold the quad of one
+ * column; a's quad is broadcast (signed bytes), so
+ *     sum_p a[p] * (b[p][j] + 128) = sum_p a[p] * b[p][j] + 128 * sum_p a[p]
+ * and each accumulator starts at -128 * sum_p a[p] (the k values of the block). Wrap-around
+ * arithmetic, exact because the true sum fits (kernels.h). Accumulator lane order: vector i,
+ * 128-bit lane L, dword d = column 16L + 4i + d of the strip; a 4 x 4 transpose of 128-bit
+ * blocks (t4x4) gives column order. Between passes the strip's sums stay in c in accumulator
+ * order (only the call's first pass reads c in column order, only its last writes it).
+ * Padding: k rows past kc load as zero (then 0x80), against a's zero bytes.
+ */
+#define VRK 512 /* k values per block of a's quads */
+/* Quads per pass: 2 (8 rows of b): the pass is bound by reading b and 8 streams suit the hardware
+ * prefetchers. Zen 4, k = n = 4096, m = 1, ms: 0.93-0.99 (2 quads), 1.10-1.59 (4), 2.2 (64).
+ * (Each b line is loaded once per strip, as 64 bytes, so the 4 KiB L1 aliasing of the AVX2
+ * rows() does not apply.) One row of a only: for 2..4 rows (all quads of the call per pass, so
+ * that the accumulators are not reloaded per pass) the time of one process was 1.26-1.6 ms at
+ * m = 4 but 3.8-4.0 ms in about one process of five, against a steady 1.81-1.94 for the AVX2
+ * rows(); m >= 2 keeps the AVX2 rows(). */
+#define VRQ 2
+
+PRIM void t4x4(__m512i x[4])
+{
+    const __m512i a = _mm512_shuffle_i32x4(x[0], x[1], 0x44), b = _mm512_shuffle_i32x4(x[2], x[3], 0x44),
+                  c = _mm512_shuffle_i32x4(x[0], x[1], 0xEE), d = _mm512_shuffle_i32x4(x[2], x[3], 0xEE);
+    x[0] = _mm512_shuffle_i32x4(a, b, 0x88);
+    x[1] = _mm512_shuffle_i32x4(a, b, 0xDD);
+    x[2] = _mm512_shuffle_i32x4(c, d, 0x88);
+    x[3] = _mm512_shuffle_i32x4(c, d, 0xDD);
+}
+
+/* c[0..64) over quads [q0, q0 + nq); in: 0 = start from corr (first call), 1 = c in column
+ * order plus corr, 2 = c in accumulator order; out_natural: store in column order. */
+VNNI_FN void vrows_tile(int32_t *c, const int32_t *aq, int32_t corr, const int8_t *b, size_t ldb,
+                        size_t q0, size_t nq, size_t kc, int in, bool out_natural)
+{
+    __m512i acc[4];
+    for (int i = 0; i < 4; i++)
+        acc[i] = in == 0 ? _mm512_setzero_si512() : _mm512_loadu_si512((const void *)(c + 16 * i));
+    if (in == 1) t4x4(acc);
+    if (in != 2)
+        for (int i = 0; i < 4; i++) acc[i] = _mm512_add_epi32(acc[i], _mm512_set1_epi32(corr));
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (size_t q = q0; q < q0 + nq; q++) {
+        __m512i x[4];
+        for (size_t t = 0; t < 4; t++) {
+            const size_t p = 4 * q + t;
+            x[t] = _mm512_xor_si512(p < kc ? _mm512_loadu_si512((const void *)(b + p * ldb)) : _mm512_setzero_si512(), bias);
+        }
+        const __m512i t0 = _mm512_unpacklo_epi8(x[0], x[1]), t1 = _mm512_unpackhi_epi8(x[0], x[1]);
+        const __m512i t2 = _mm512_unpacklo_epi8(x[2], x[3]), t3 = _mm512_unpackhi_epi8(x[2], x[3]);
+        const __m512i u0 = _mm512_unpacklo_epi16(t0, t2), u1 = _mm512_unpackhi_epi16(t0, t2);
+        const __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);
+        const __m512i av = _mm512_set1_epi32(aq[q]);
+        acc[0] = _mm512_dpbusd_epi32(acc[0], u0, av);
+        acc[1] = _mm512_dpbusd_epi32(acc[1], u1, av);
+        acc[2] = _mm512_dpbusd_epi32(acc[2], u2, av);
+        acc[3] = _mm512_dpbusd_epi32(acc[3], u3, av);
+    }
+    if (out_natural) t4x4(acc);
+    for (int i = 0; i < 4; i++) _mm512_storeu_si512((void *)(c + 16 * i), acc[i]);
+}
+
+static void vnni_rows(int32_t *c, size_t ldc, const int8_t *a, size_t lda, const int8_t *b, size_t ldb,
+                      size_t mc, size_t kc, size_t nc, bool first)
+{
+    if (mc != 1) { /* see VRQ */
+        mxp__qmm_rows_avx2(c, ldc, a, lda, b, ldb, mc, kc, nc, first);
+        return;
+    }
+    int32_t aq[VRK / 4];
+    for (size_t k0 = 0; k0 < kc; k0 += VRK, first = false) {
+        const size_t kl = kc - k0 < VRK ? kc - k0 : VRK;
+        const int8_t *ar = a + k0;
+        int32_t sum = 0;
+        for (size_t q = 0; 4 * q < kl; q++) {
+            uint32_t w = 0;
+            for (size_t t = 0; t < 4; t++)
+                if (4 * q + t < kl) w |= (uint32_t)(uint8_t)ar[4 * q + t] << (8 * t);
+            memcpy(&aq[q], &w, sizeof w);
+        }
+        for (size_t p = 0; p < kl; p++) sum += ar[p];
+        const int32_t corr = (int32_t)(0u - 128u * (uint32_t)sum); /* -128 * sum, wrapping */
+        const int8_t *bk = b + k0 * ldb;
+        const size_t Q = quads(kl), n64 = nc / 64 * 64;
+        for (size_t q = 0; q < Q; q += VRQ) {
+            const size_t nq = Q - q < VRQ ? Q - q : VRQ;
+            const int in = q > 0 ? 2 : first ? 0 : 1;
+            for (size_t j = 0; j < n64; j += 64) vrows_tile(c + j, aq, corr, bk + j, ldb, q, nq, kl, in, q + nq == Q);
+        }
+        for (size_t j0 = n64; j0 < nc; j0++) { /* last columns: exact int32 sums */
+            int32_t s = first ? 0 : c[j0];
+            for (size_t p = 0; p < kl; p++) s += (int32_t)ar[p] * bk[p * ldb + j0];
+            c[j0] = s;
+        }
+    }
+    (void)ldc;
+}
+
 void mxp__qmm_register_avx512(mxp__kernels *k, bool vnni)
 {
     mxp__qmm_register_avx2(k); /* rows() and the descale; block sizes as AVX2's */
@@ -312,6 +415,7 @@ void mxp__qmm_register_avx512(mxp__kernels *k, bool vnni)
         o->pack_b = vnni_pack_b;
         o->pack_a = vnni_pack_a;
         o->block = vnni_block;
+        o->rows = vnni_rows;
     } else {
         o->name = "avx512bw";
         o->b_size = bw_b_size;
