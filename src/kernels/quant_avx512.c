@@ -10,7 +10,8 @@
  *
  * The arithmetic is quant_avx2.c's f8_code, lane for lane (see there: integer round-to-nearest-
  * even for the float8 normal range, a magic-number float add for its subnormal range, the sign
- * on top), with the subnormal lanes picked by a mask compare instead of BLENDVPS's sign bit.
+ * on top), with the subnormal lanes picked by a mask compare (a masked subtraction) instead of
+ * BLENDVPS's sign bit, and the sign merged by one VPTERNLOGD; an MX block's amax by VRANGEPS.
  * Four vectors of codes (64 elements) are packed with VPACKUSDW / VPACKUSWB and one VPERMD (on
  * Zen 4 the conversion kernels' VPMOVDB stores lost to the AVX2 pack sequence).
  * Bits: identical to the scalar reference (quant_scalar.c) and to the conversion table's float32
@@ -70,11 +71,12 @@ static QINLINE __m512i f8_code(__m512 y, const int e5m2)
         _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32((1 << (shift - 1)) - 1 - ((127 - bias) << 23))), odd),
         shift);
     const __m512 magic = _mm512_castsi512_ps(_mm512_set1_epi32((127 + 1 - bias - m + 23) << 23));
-    const __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)),
-                                         _mm512_castps_si512(magic));
     const __mmask16 tiny = _mm512_cmpgt_epu32_mask(_mm512_set1_epi32((127 + 1 - bias) << 23), a);
-    const __m512i code = _mm512_mask_blend_epi32(tiny, nrm, sub);
-    return _mm512_or_si512(code, _mm512_srli_epi32(_mm512_and_si512(yb, _mm512_set1_epi32((int)0x80000000u)), 24));
+    /* the subnormal lanes: (a + magic) - magic as integers, a masked subtraction over nrm */
+    const __m512i code = _mm512_mask_sub_epi32(nrm, tiny, _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)),
+                                               _mm512_castps_si512(magic));
+    /* code | (sign bit >> 24 & 0x80): VPTERNLOGD 0xF8 = a | (b & c) */
+    return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(yb, 24), _mm512_set1_epi32(0x80), 0xF8);
 }
 
 /* 4 x 16 codes (each 0..255) -> 64 bytes in element order. The packs work within 128-bit
@@ -176,8 +178,8 @@ static QINLINE float mx_block_scale(const float *x, uint8_t *e, const int e5m2, 
 static QINLINE void mx_scales8(const float *x, uint8_t *e, float *inv, const int e5m2, int floor_rule)
 {
     __m512i m[8], a[4];
-    for (int k = 0; k < 8; k++)
-        m[k] = _mm512_max_epu32(mag(_mm512_loadu_ps(x + 32 * k)), mag(_mm512_loadu_ps(x + 32 * k + 16)));
+    for (int k = 0; k < 8; k++) /* VRANGEPS 0x0B: the larger magnitude, sign cleared (x finite) */
+        m[k] = _mm512_castps_si512(_mm512_range_ps(_mm512_loadu_ps(x + 32 * k), _mm512_loadu_ps(x + 32 * k + 16), 0x0B));
     /* 256-bit halves: a[j] = [block 2j's 8 partial maxima | block 2j+1's] */
     for (int j = 0; j < 4; j++)
         a[j] = _mm512_max_epu32(_mm512_shuffle_i32x4(m[2 * j], m[2 * j + 1], 0x44),
