@@ -59,7 +59,7 @@
         if (nt) _mm_sfence();                                                                     \
     } while (0)
 
-#define BL_LD256(p) _mm256_load_si256((const __m256i *)(const void *)(p))
+#define BL_LD256(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
 #define BL_ST256(p, x) _mm256_store_si256((__m256i *)(void *)(p), (x))
 #define BL_NT256(p, x) _mm256_stream_si256((__m256i *)(void *)(p), (x))
 #define BL_FN256(K_)                                                                              \
@@ -74,7 +74,7 @@ BL_FN256(2)
 BL_FN256(4)
 BL_FN256(8)
 
-#define BL_LD512(p) _mm512_load_si512((const void *)(p))
+#define BL_LD512(p) _mm512_loadu_si512((const void *)(p))
 #define BL_ST512(p, x) _mm512_store_si512((void *)(p), (x))
 #define BL_NT512(p, x) _mm512_stream_si512((void *)(p), (x))
 #define BL_FN512(K_)                                                                              \
@@ -138,21 +138,15 @@ static bl_pass_fn bl_pick(size_t k, int width)
     return bl_pass_words;
 }
 
-/* Median ns of the limit loop for a pass reading `in` and writing `out` bytes (in / out a power
- * of two from 1/8 to 8; both multiples of 8 * 64 bytes here). Streaming iff in + out >=
- * mxp__nt_threshold, as the conversion kernels decide. 0 on allocation failure. */
-static inline double bl_limit_ns(size_t in, size_t out)
+/* Median ns of the limit loop for a pass reading `in` bytes at src and writing `out` bytes at
+ * dst (dst 64-byte aligned; src any address: the loads are unaligned ones, as the conversion
+ * kernels' are; in / out a power of two from 1/8 to 8; both multiples of 8 * 64 bytes here).
+ * Streaming iff in + out >= mxp__nt_threshold, as the conversion kernels decide. Run on the
+ * conversion's own buffers, the limit sees the same pages, alignment and cache state. */
+static inline double bl_limit_ns_on(void *dst, const void *src, size_t in, size_t out)
 {
     const size_t k = in >= out ? in / out : out / in;
     const int nt = in + out >= mxp__nt_threshold;
-    void *src = aligned_alloc(64, (in + 63) / 64 * 64), *dst = aligned_alloc(64, (out + 63) / 64 * 64);
-    if (!src || !dst) {
-        free(src);
-        free(dst);
-        return 0;
-    }
-    memset(src, 1, in);
-    memset(dst, 2, out);
     double best = 0;
     int widths[3], nw = 0;
 #ifdef BL_X86
@@ -165,6 +159,21 @@ static inline double bl_limit_ns(size_t in, size_t out)
         const double ns = bu_time_median(bl_run, &c);
         if (best == 0 || ns < best) best = ns;
     }
+    return best;
+}
+
+/* The same on freshly allocated, 64-byte aligned buffers. 0 on allocation failure. */
+static inline double bl_limit_ns(size_t in, size_t out)
+{
+    void *src = aligned_alloc(64, (in + 63) / 64 * 64), *dst = aligned_alloc(64, (out + 63) / 64 * 64);
+    if (!src || !dst) {
+        free(src);
+        free(dst);
+        return 0;
+    }
+    memset(src, 1, in);
+    memset(dst, 2, out);
+    const double best = bl_limit_ns_on(dst, src, in, out);
     free(src);
     free(dst);
     return best;

@@ -136,9 +136,16 @@ int main(void)
     if (getenv("MXP_BENCH_NO_NT")) mxp__nt_threshold = SIZE_MAX; /* plain stores, for comparison */
     printf("bench_quant: %s, 1 thread, default ISA %s; ratio = memcpy-equivalent time / time\n\n", cpu, mxp_isa());
     const size_t R = 4096, C = 4096, N = (size_t)1 << 26;
-    float *x = malloc(N * sizeof *x);
-    unsigned char *q = malloc(N), *sc = malloc(R * C / 32 * 4);
-    if (!x || !q || !sc) return 1;
+    /* 64-byte aligned, as the limit's and memcpy's effective alignment (glibc's memcpy aligns its
+     * stores and, with src and dst at one offset, its loads too); MXP_BENCH_OFFSET=k moves the
+     * input k bytes (a multiple of 4) off a line boundary. A large malloc is 16 bytes past a page
+     * boundary, so before 2026-11-25 every 64-byte load here split two cache lines. */
+    const char *off_env = getenv("MXP_BENCH_OFFSET");
+    const size_t off = off_env ? (size_t)strtoul(off_env, NULL, 10) / 4 * 4 % 64 : 0;
+    unsigned char *xbuf = aligned_alloc(64, N * sizeof(float) + 64);
+    unsigned char *q = aligned_alloc(64, N), *sc = aligned_alloc(64, R * C / 32 * 4);
+    if (!xbuf || !q || !sc) return 1;
+    float *x = (float *)(void *)(xbuf + off);
     uint64_t st = 12345;
     for (size_t i = 0; i < N; i++) {
         st = st * 6364136223846793005ull + 1442695040888963407ull;
@@ -180,7 +187,7 @@ int main(void)
         printf("\n");
     }
     mxp_fp8_scaler_free(s);
-    free(x);
+    free(xbuf);
     free(q);
     free(sc);
     return 0;
