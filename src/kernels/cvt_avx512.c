@@ -148,23 +148,24 @@ PRIM M n8_bad(V tq, V qm, V mn, V span)
 }
 PRIM V n8_byte(V tq, V qm, int D)
 {
-    return _mm512_or_si512(_mm512_and_si512(tq, qm),
-                           _mm512_and_si512(_mm512_srli_epi32(tq, (unsigned)(24 - D)), _mm512_set1_epi32(0x80)));
+    /* for a lane taken, q <= maxfin < 0x80: bits 0..6 from tq, bit 7 (S) from tq >> (24 - D),
+     * which has nothing above it; VPTERNLOGD 0xE4 = C ? A : B bit by bit, C = 0x7F */
+    (void)qm;
+    return _mm512_ternarylogic_epi32(tq, _mm512_srli_epi32(tq, (unsigned)(24 - D)), _mm512_set1_epi32(0x7F), 0xE4);
 }
 /* 64 byte lanes (4 vectors) -> 64 bytes at p; streaming as two 32-byte stores (p is only
  * 2*VL = 32-byte aligned there: a 2*VL step before may have moved it by 32) */
 PRIM void n8_store4(void *p, V b0, V b1, V b2, V b3, int nt)
 {
-    const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(b0)),
-                                               _mm512_cvtepi32_epi8(b1), 1);
-    const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(b2)),
-                                               _mm512_cvtepi32_epi8(b3), 1);
+    /* VPACKUSDW / VPACKUSWB (lanes 0..255 pass unchanged) work within 128-bit lanes; one VPERMD
+     * puts the 16 dwords in element order (quant_avx512.c's f8_pack) */
+    const V b = _mm512_packus_epi16(_mm512_packus_epi32(b0, b1), _mm512_packus_epi32(b2, b3));
+    const V v = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
     if (nt) {
-        _mm256_stream_si256((__m256i *)p, lo);
-        _mm256_stream_si256((__m256i *)p + 1, hi);
+        _mm256_stream_si256((__m256i *)p, _mm512_castsi512_si256(v));
+        _mm256_stream_si256((__m256i *)p + 1, _mm512_extracti64x4_epi64(v, 1));
     } else {
-        _mm256_storeu_si256((__m256i *)p, lo);
-        _mm256_storeu_si256((__m256i *)p + 1, hi);
+        _mm512_storeu_si512(p, v);
     }
 }
 #define MXP_SIMD_NARROW8_FAST 1
