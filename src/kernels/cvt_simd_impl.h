@@ -75,6 +75,10 @@
  *   MXP_SIMD_NARROW8_FASTZ with narrow8_fast4z(p, x, y, z, w, D, add, minq, maxq, nt): as
  *                             narrow8_fast4, +-0 lanes accepted too; 0 = not stored, 1 = stored
  *                             with a zero lane, 2 = stored without one
+ *   MXP_SIMD_NARROW8_FAST_TINY with narrow8_fast4t(p, s, D, add, minq, maxq, nt): the 4*VL
+ *                             float32 at s -> float8 nearest-even at p when no lane overflows or
+ *                             is NaN (subnormal and +-0 results too), else false with nothing
+ *                             stored; tried first when narrow8_fast4 fails
  *   MXP_SIMD_NARROW8_SUB with narrow8_sub2(p, x, y, D, add, lo, hi, scale, nt): 2*VL float32 ->
  *                             float8 nearest-even at p when no lane overflows or is NaN (normal
  *                             and subnormal results alike), else false with nothing stored
@@ -524,6 +528,12 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
              * Otherwise: every lane normal or tiny: the tiny-aware fast path, then a run of it
              * (ReLU data has zeros in most steps); else the general path. Then the widest loop
              * again. */
+#ifdef MXP_SIMD_NARROW8_FAST_TINY
+            if (t.bits == 8 && narrow8_fast4t(d + i, s + 4 * i, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt)) {
+                i += 4 * VL;
+                continue;
+            }
+#endif
 #ifdef MXP_SIMD_NARROW8_SUB
             if (t.bits == 8) {
 #ifdef MXP_SIMD_NARROW8_FASTZ

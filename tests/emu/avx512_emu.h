@@ -253,4 +253,29 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #define _mm512_cvtps_ph emu_mm512_cvtps_ph
 #define _mm512_cvtph_ps emu_mm512_cvtph_ps
 
+/* VADDPS with embedded rounding (_MM_FROUND_TO_NEAREST_INT etc. | _MM_FROUND_NO_EXC): the sum
+ * per lane in the given direction whatever the floating-point environment says, raising no flag
+ * (the environment is saved and given back whole) */
+#include <fenv.h>
+EMU_FN simde__m512 emu_mm512_add_round_ps(simde__m512 a, simde__m512 b, int r)
+{
+    float x[16], y[16];
+    memcpy(x, &a, sizeof x);
+    memcpy(y, &b, sizeof y);
+    fenv_t env;
+    fegetenv(&env);
+    const int mode = r & 3;
+    fesetround(mode == 0 ? FE_TONEAREST : mode == 1 ? FE_DOWNWARD : mode == 2 ? FE_UPWARD : FE_TOWARDZERO);
+    for (int i = 0; i < 16; i++) {
+        volatile float s = x[i] + y[i];
+        x[i] = s;
+    }
+    fesetenv(&env);
+    simde__m512 out;
+    memcpy(&out, x, sizeof x);
+    return out;
+}
+#undef _mm512_add_round_ps
+#define _mm512_add_round_ps(a, b, r) emu_mm512_add_round_ps((a), (b), (r))
+
 #endif /* MIXPREC_AVX512_EMU_H */
