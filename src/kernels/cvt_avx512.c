@@ -182,19 +182,22 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
 }
 
 /* The step after narrow8_fast4 failed: 4*VL float32 -> float8 nearest-even when no lane
- * overflows or is NaN, subnormal and +-0 results included, else false with nothing stored.
+ * overflows or is NaN, subnormal and +-0 results included (1: stored, a lane was below the
+ * normal range; 2: stored, none was), else 0 with nothing stored.
  * A lane below the smallest normal (a < 2^(1 - bias)) gets q = (a + 2^(1 - bias - m + 23)) -
  * that, as integers: the float add rounds a to the subnormal quantum, nearest-even, once, with
  * its own rounding whatever the MXCSR says (quant_avx512.c's f8_code does the same); the sign
  * comes from x itself (for such lanes the addition in n8_tq borrows from it). With e4m3fn and
  * data over [-8, 8], 12% of 64-element steps have a lane below 2^-6; they took narrow8_sub2 per
  * half, then the tiny-aware loop, before coming back to the fast loop. In the fast loop itself
- * these extra operations cost more than they saved (Zen 4: e5m2 2^26 0.144 -> 0.178 ns). */
+ * these extra operations cost more than they saved (Zen 4: e5m2 2^26 0.144 -> 0.178 ns), and
+ * ReLU data (a zero in nearly every step) needs a run of these steps (cvt_simd_impl.h). */
 #define MXP_SIMD_NARROW8_FAST_TINY 1
-PRIM V n8_tiny1(V x, V tq, V qm, __m512 magic, V lo, M *bad, V mn, V span)
+PRIM V n8_tiny1(V x, V tq, V qm, __m512 magic, V lo, M *bad, M *any_tiny, V mn, V span)
 {
     const V a = _mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF));
     const M tiny = _mm512_cmpgt_epu32_mask(lo, a);
+    *any_tiny = (M)(*any_tiny | tiny);
     V q = _mm512_and_si512(tq, qm);
     *bad = (M)(_mm512_cmpgt_epu32_mask(_mm512_sub_epi32(q, mn), span) & (M)~tiny);
     q = _mm512_mask_sub_epi32(q, tiny,
@@ -204,22 +207,22 @@ PRIM V n8_tiny1(V x, V tq, V qm, __m512 magic, V lo, M *bad, V mn, V span)
     /* bits 0..6 from q (below 0x80 for every lane taken), bit 7 the sign of x */
     return _mm512_ternarylogic_epi32(q, _mm512_srli_epi32(x, 24), _mm512_set1_epi32(0x7F), 0xE4);
 }
-PRIM bool narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq,
-                         int nt)
+PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq,
+                        int nt)
 {
     const V x = ld32(s), y = ld32(s + 4 * VL), z = ld32(s + 8 * VL), w = ld32(s + 12 * VL);
     const V k = v_set1(add), qm = v_set1((1u << (31 - D)) - 1u), mn = v_set1(minq), span = v_set1(maxq - minq);
     const int m = 23 - D, bias = m == 3 ? 7 : 15; /* e4m3fn or e5m2 */
     const V lo = v_set1((uint32_t)(128 - bias) << 23);
     const __m512 magic = _mm512_castsi512_ps(v_set1((uint32_t)(127 + 1 - bias - m + 23) << 23));
-    M b0, b1, b2, b3;
-    const V c0 = n8_tiny1(x, n8_tq(x, D, k), qm, magic, lo, &b0, mn, span),
-            c1 = n8_tiny1(y, n8_tq(y, D, k), qm, magic, lo, &b1, mn, span),
-            c2 = n8_tiny1(z, n8_tq(z, D, k), qm, magic, lo, &b2, mn, span),
-            c3 = n8_tiny1(w, n8_tq(w, D, k), qm, magic, lo, &b3, mn, span);
-    if ((b0 | b1 | b2 | b3) != 0) return false;
+    M b0, b1, b2, b3, tn = 0;
+    const V c0 = n8_tiny1(x, n8_tq(x, D, k), qm, magic, lo, &b0, &tn, mn, span),
+            c1 = n8_tiny1(y, n8_tq(y, D, k), qm, magic, lo, &b1, &tn, mn, span),
+            c2 = n8_tiny1(z, n8_tq(z, D, k), qm, magic, lo, &b2, &tn, mn, span),
+            c3 = n8_tiny1(w, n8_tq(w, D, k), qm, magic, lo, &b3, &tn, mn, span);
+    if ((b0 | b1 | b2 | b3) != 0) return 0;
     n8_store4(p, c0, c1, c2, c3, nt);
-    return true;
+    return tn != 0 ? 1 : 2;
 }
 
 /* narrow8_fast4 that also takes +-0 lanes (0: not stored; 1: stored, a lane was +-0; 2: stored,

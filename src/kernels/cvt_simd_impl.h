@@ -77,8 +77,9 @@
  *                             with a zero lane, 2 = stored without one
  *   MXP_SIMD_NARROW8_FAST_TINY with narrow8_fast4t(p, s, D, add, minq, maxq, nt): the 4*VL
  *                             float32 at s -> float8 nearest-even at p when no lane overflows or
- *                             is NaN (subnormal and +-0 results too), else false with nothing
- *                             stored; tried first when narrow8_fast4 fails
+ *                             is NaN (subnormal and +-0 results too; 1: a lane was below the
+ *                             normal range, 2: none was), else 0 with nothing stored; tried
+ *                             first when narrow8_fast4 fails, in a run while it returns 1
  *   MXP_SIMD_NARROW8_SUB with narrow8_sub2(p, x, y, D, add, lo, hi, scale, nt): 2*VL float32 ->
  *                             float8 nearest-even at p when no lane overflows or is NaN (normal
  *                             and subnormal results alike), else false with nothing stored
@@ -529,9 +530,17 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
              * (ReLU data has zeros in most steps); else the general path. Then the widest loop
              * again. */
 #ifdef MXP_SIMD_NARROW8_FAST_TINY
-            if (t.bits == 8 && narrow8_fast4t(d + i, s + 4 * i, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt)) {
-                i += 4 * VL;
-                continue;
+            if (t.bits == 8) {
+                /* subnormal / zero results: a run of such steps while each has one (ReLU data:
+                 * nearly all), at most 32, then the widest loop again */
+                const size_t i0 = i, zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
+                for (; i + 4 * VL <= zend; i += 4 * VL) {
+                    const int r = narrow8_fast4t(d + i, s + 4 * i, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
+                    if (r == 1) continue;
+                    if (r == 2) i += 4 * VL;
+                    break;
+                }
+                if (i != i0) continue;
             }
 #endif
 #ifdef MXP_SIMD_NARROW8_SUB
