@@ -79,6 +79,56 @@ static QINLINE __m512i f8_code(__m512 y, const int e5m2)
     return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(yb, 24), _mm512_set1_epi32(0x80), 0xF8);
 }
 
+/*
+ * MX codes under RCEIL: the block scale makes every |y| <= the format's largest finite value
+ * (amax / X <= 448 or 57344 by the choice of X), so no saturation min is needed, and the
+ * nearest-even step runs on the signed bits, as the conversion kernels' n8_tq does:
+ * tq = (u + add + bit D of u) >> D = S << (31 - D) | q for a lane in the normal range (q < 0x80);
+ * a lane below it (a < 2^(1 - bias)) takes the magic-number add of f8_code, and the sign comes
+ * from u itself (there the addition borrows from it). The constants live in a struct built once
+ * per call and pinned in registers (with them written in f8_code's style the compiler rebuilt
+ * some of them, a MOV + VPBROADCASTD each, in every step of the MX loop).
+ */
+typedef struct mxk {
+    __m512i abs, add, one, lo, low7;
+    __m512 magic;
+} mxk;
+#if defined(__GNUC__) && !defined(MXP_AVX512_EMULATED)
+#define MXK_PIN(v) __asm__("" : "+v"(v))
+#else
+#define MXK_PIN(v) ((void)0)
+#endif
+static QINLINE mxk mxk_make(const int e5m2)
+{
+    const int m = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, D = 23 - m;
+    mxk k;
+    k.abs = _mm512_set1_epi32(0x7FFFFFFF);
+    k.add = _mm512_set1_epi32((1 << (D - 1)) - 1 - ((127 - bias) << 23));
+    k.one = _mm512_set1_epi32(1);
+    k.lo = _mm512_set1_epi32((127 + 1 - bias) << 23);
+    k.low7 = _mm512_set1_epi32(0x7F);
+    k.magic = _mm512_castsi512_ps(_mm512_set1_epi32((127 + 1 - bias - m + 23) << 23));
+    MXK_PIN(k.abs);
+    MXK_PIN(k.add);
+    MXK_PIN(k.one);
+    MXK_PIN(k.lo);
+    MXK_PIN(k.low7);
+    MXK_PIN(k.magic);
+    return k;
+}
+static QINLINE __m512i mx_code(__m512 y, const mxk *k, const int e5m2)
+{
+    const int D = e5m2 ? 21 : 20;
+    const __m512i u = _mm512_castps_si512(y), a = _mm512_and_si512(u, k->abs);
+    const __mmask16 tiny = _mm512_cmpgt_epu32_mask(k->lo, a);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, (unsigned)D), k->one);
+    const __m512i tq = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, k->add), lsb), (unsigned)D);
+    const __m512i q = _mm512_mask_sub_epi32(tq, tiny, _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), k->magic)),
+                                            _mm512_castps_si512(k->magic));
+    /* bits 0..6 from q, bit 7 (the sign) from u >> 24: VPTERNLOGD 0xE4 = C ? A : B, C = 0x7F */
+    return _mm512_ternarylogic_epi32(q, _mm512_srli_epi32(u, 24), k->low7, 0xE4);
+}
+
 /* 4 x 16 codes (each 0..255) -> 64 bytes in element order. The packs work within 128-bit
  * lanes: after them, 128-bit lane L holds dwords [c0 L, c1 L, c2 L, c3 L] (4 bytes each). */
 static QINLINE __m512i f8_pack(__m512i c0, __m512i c1, __m512i c2, __m512i c3)
@@ -211,14 +261,17 @@ static QINLINE void mx_scales8(const float *x, uint8_t *e, float *inv, const int
                         _mm512_castsi512_si256(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), ev), 23)));
 }
 
-/* Two MX blocks' codes (32 + 32 elements at x, scales inv0 and inv1) -> 64 bytes. */
-static QINLINE __m512i mx_codes2(const float *x, float inv0, float inv1, const int e5m2)
+/* Two MX blocks' codes (32 + 32 elements at x, scales inv0 and inv1) -> 64 bytes; rceil: by
+ * mx_code (no saturation needed), else (FLOOR: amax / X may exceed the largest finite value)
+ * by f8_code. */
+static QINLINE __m512i mx_codes2(const float *x, float inv0, float inv1, const int e5m2, const int rceil,
+                                 const mxk *k)
 {
     const __m512 s0 = _mm512_set1_ps(inv0), s1 = _mm512_set1_ps(inv1);
-    return f8_pack(f8_code(_mm512_mul_ps(_mm512_loadu_ps(x), s0), e5m2),
-                   f8_code(_mm512_mul_ps(_mm512_loadu_ps(x + 16), s0), e5m2),
-                   f8_code(_mm512_mul_ps(_mm512_loadu_ps(x + 32), s1), e5m2),
-                   f8_code(_mm512_mul_ps(_mm512_loadu_ps(x + 48), s1), e5m2));
+    const __m512 y0 = _mm512_mul_ps(_mm512_loadu_ps(x), s0), y1 = _mm512_mul_ps(_mm512_loadu_ps(x + 16), s0),
+                 y2 = _mm512_mul_ps(_mm512_loadu_ps(x + 32), s1), y3 = _mm512_mul_ps(_mm512_loadu_ps(x + 48), s1);
+    if (rceil) return f8_pack(mx_code(y0, k, e5m2), mx_code(y1, k, e5m2), mx_code(y2, k, e5m2), mx_code(y3, k, e5m2));
+    return f8_pack(f8_code(y0, e5m2), f8_code(y1, e5m2), f8_code(y2, e5m2), f8_code(y3, e5m2));
 }
 
 /*
@@ -227,9 +280,10 @@ static QINLINE __m512i mx_codes2(const float *x, float inv0, float inv1, const i
  * 64-byte aligned (quant.c passes nt for outputs larger than the cache), plain ones elsewhere.
  */
 static QINLINE void mx_encode_loop(uint8_t *q, uint8_t *e, const float *x, size_t n, const int e5m2,
-                                   int floor_rule, int nt, mxp__cvt_fn slow)
+                                   const int floor_rule, int nt, mxp__cvt_fn slow)
 {
     enum { RUN = 8 };
+    const mxk k8 = mxk_make(e5m2);
     const size_t pf = group_prefetch(n);
     size_t b = 0;
     for (; b + RUN * 32 <= n; b += RUN * 32) {
@@ -239,7 +293,8 @@ static QINLINE void mx_encode_loop(uint8_t *q, uint8_t *e, const float *x, size_
         mx_scales8(x + b, e + b / 32, inv, e5m2, floor_rule);
         for (int k = 0; k < RUN; k += 2) {
             uint8_t *d = q + b + 32 * k;
-            store64(d, mx_codes2(x + b + 32 * k, inv[k], inv[k + 1], e5m2), nt && ((uintptr_t)d & 63) == 0);
+            store64(d, mx_codes2(x + b + 32 * k, inv[k], inv[k + 1], e5m2, !floor_rule, &k8),
+                    nt && ((uintptr_t)d & 63) == 0);
         }
     }
     for (; b + 32 <= n; b += 32) { /* fewer than RUN blocks left: one at a time, 32 bytes */
@@ -266,8 +321,13 @@ static uint32_t fp8_encode_avx512(uint8_t *q, const float *x, size_t n, float s,
 static void mx_encode_avx512(uint8_t *q, uint8_t *e, const float *x, size_t n, int e5m2, int floor_rule,
                              int nt, mxp__cvt_fn slow)
 {
-    if (e5m2) mx_encode_loop(q, e, x, n, 1, floor_rule, nt, slow);
-    else mx_encode_loop(q, e, x, n, 0, floor_rule, nt, slow);
+    if (floor_rule) {
+        if (e5m2) mx_encode_loop(q, e, x, n, 1, 1, nt, slow);
+        else mx_encode_loop(q, e, x, n, 0, 1, nt, slow);
+    } else {
+        if (e5m2) mx_encode_loop(q, e, x, n, 1, 0, nt, slow);
+        else mx_encode_loop(q, e, x, n, 0, 0, nt, slow);
+    }
 }
 
 void mxp__quant_register_avx512(mxp__qkernels *k)
