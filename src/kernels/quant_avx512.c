@@ -90,7 +90,7 @@ static QINLINE __m512i f8_code(__m512 y, const int e5m2)
  * some of them, a MOV + VPBROADCASTD each, in every step of the MX loop).
  */
 typedef struct mxk {
-    __m512i abs, add, one, lo, low7;
+    __m512i abs, add, one, bitd, lo, low7;
     __m512 magic;
 } mxk;
 #if defined(__GNUC__) && !defined(MXP_AVX512_EMULATED)
@@ -105,12 +105,14 @@ static QINLINE mxk mxk_make(const int e5m2)
     k.abs = _mm512_set1_epi32(0x7FFFFFFF);
     k.add = _mm512_set1_epi32((1 << (D - 1)) - 1 - ((127 - bias) << 23));
     k.one = _mm512_set1_epi32(1);
+    k.bitd = _mm512_set1_epi32(1 << D);
     k.lo = _mm512_set1_epi32((127 + 1 - bias) << 23);
     k.low7 = _mm512_set1_epi32(0x7F);
     k.magic = _mm512_castsi512_ps(_mm512_set1_epi32((127 + 1 - bias - m + 23) << 23));
     MXK_PIN(k.abs);
     MXK_PIN(k.add);
     MXK_PIN(k.one);
+    MXK_PIN(k.bitd);
     MXK_PIN(k.lo);
     MXK_PIN(k.low7);
     MXK_PIN(k.magic);
@@ -121,8 +123,9 @@ static QINLINE __m512i mx_code(__m512 y, const mxk *k, const int e5m2)
     const int D = e5m2 ? 21 : 20;
     const __m512i u = _mm512_castps_si512(y), a = _mm512_and_si512(u, k->abs);
     const __mmask16 tiny = _mm512_cmpgt_epu32_mask(k->lo, a);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, (unsigned)D), k->one);
-    const __m512i tq = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, k->add), lsb), (unsigned)D);
+    /* + bit D of u: a VPTESTMD mask and a masked add (no shift) */
+    const __m512i t = _mm512_add_epi32(u, k->add);
+    const __m512i tq = _mm512_srli_epi32(_mm512_mask_add_epi32(t, _mm512_test_epi32_mask(u, k->bitd), t, k->one), (unsigned)D);
     const __m512i q = _mm512_mask_sub_epi32(tq, tiny, _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), k->magic)),
                                             _mm512_castps_si512(k->magic));
     /* bits 0..6 from q, bit 7 (the sign) from u >> 24: VPTERNLOGD 0xE4 = C ? A : B, C = 0x7F */
