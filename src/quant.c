@@ -193,6 +193,7 @@ typedef struct qjob {
     const mxp__kernels *ck;
     bool nt;                /* large call: outputs through blocks and streaming stores */
     bool one_pass;          /* MXP_QUANT_ONE_PASS: ROW layouts check each group as they go */
+    bool cast_only;         /* the current pass casts groups back to back (no amax pass between) */
 } qjob;
 
 static const mxp__cvt_args SAT = {true, 0, 0};
@@ -253,14 +254,14 @@ static void emit(const qjob *j, size_t r, size_t c0, const float *xf, size_t len
         int8_t t[BLK];
         int8_t *q = j->nt ? t : (int8_t *)(void *)(j->out + off);
         if (sv) j->qk->cast_int_v(q, xf, sv, len, -127, 127);
-        else j->qk->cast_int(q, xf, len, s, -127, 127);
+        else j->qk->cast_int(q, xf, len, s, -127, 127, !j->cast_only);
         if (j->nt) j->qk->store_nt(j->out + off, t, len);
         break;
     }
     case Q_INT4: {
         int8_t t[BLK];
         if (sv) j->qk->cast_int_v(t, xf, sv, len, -8, 7);
-        else j->qk->cast_int(t, xf, len, s, -8, 7);
+        else j->qk->cast_int(t, xf, len, s, -8, 7, !j->cast_only);
         unsigned char *row = j->out + r * j->pb;
         size_t i = 0;
         if ((c0 & 1u) == 0) { /* whole bytes, two elements each (a loop the compiler vectorises) */
@@ -319,6 +320,7 @@ static mxp_status run_static(const char *fn, qjob *j, const mxp_qlayout *l)
         if (a >= NONFINITE) return fail_nonfinite(fn, j->x, j->xt, first_nonfinite(j->x, j->xt, n, j->ck), j->cols);
         const float s = scale_of(j, a);
         j->scales[0] = s;
+        j->cast_only = true; /* the amax pass above read everything; the casts stream */
         if (j->kind == Q_INT4) {
             for (size_t r = 0; r < j->rows; r++) emit_range(j, r, 0, j->cols, s);
         } else {
@@ -359,6 +361,7 @@ static mxp_status run_static(const char *fn, qjob *j, const mxp_qlayout *l)
                 }
             if (worst >= NONFINITE)
                 return fail_nonfinite(fn, j->x, j->xt, first_nonfinite(j->x, j->xt, n, j->ck), j->cols);
+            j->cast_only = true;
             for (size_t r = 0; r < j->rows; r++)
                 for (size_t cg = 0; cg < ncg; cg++) {
                     const size_t c0 = cg * g, len = j->cols - c0 < g ? j->cols - c0 : g;
@@ -424,7 +427,7 @@ static mxp_status quantize_static(const char *fn, qkind kind, mxp_dtype fmt, voi
                          l->rows, l->cols);
     qjob j = {kind, fmt, (unsigned char *)out, scales, (const unsigned char *)x, xt, l->rows, l->cols,
               (l->cols + 1) / 2, mxp__qkernels_active(), conv_table(), stream(n, mxp_dtype_size(xt)),
-              (flags & MXP_QUANT_ONE_PASS) != 0};
+              (flags & MXP_QUANT_ONE_PASS) != 0, false};
     const mxp__qfenv env = mxp__qfenv_enter();
     st = run_static(fn, &j, l);
     if (j.nt) j.qk->store_fence();

@@ -81,8 +81,9 @@ static inline void store32(int8_t *q, __m256 y0, __m256 y1, __m256 y2, __m256 y3
  * a fixed distance ahead. */
 static inline size_t group_prefetch(size_t n) { return n <= 16384 ? 4 * n : PREFETCH_BYTES; }
 
-static void cast_int_avx2(int8_t *q, const float *x, size_t n, float s, int lo, int hi)
+static void cast_int_avx2(int8_t *q, const float *x, size_t n, float s, int lo, int hi, int pf_hint)
 {
+    (void)pf_hint; /* the group prefetch either way (quant_kernels.h) */
     const __m256 vs = _mm256_set1_ps(s), vlo = _mm256_set1_ps((float)lo), vhi = _mm256_set1_ps((float)hi);
     const size_t pf = group_prefetch(n);
     size_t i = 0;
@@ -94,7 +95,7 @@ static void cast_int_avx2(int8_t *q, const float *x, size_t n, float s, int lo, 
                 CLAMP(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), vs)),
                 CLAMP(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), vs)));
     }
-    ref.cast_int(q + i, x + i, n - i, s, lo, hi);
+    ref.cast_int(q + i, x + i, n - i, s, lo, hi, 0);
 }
 
 static void cast_int_v_avx2(int8_t *q, const float *x, const float *s, size_t n, int lo, int hi)

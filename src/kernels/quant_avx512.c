@@ -37,6 +37,7 @@
 /* the scalar reference's steps, for what the vector loops do not take (filled at registration) */
 static uint32_t (*ref_mul_amax)(float *y, const float *x, size_t n, float s);
 static void (*ref_mx_scale)(float *y, uint8_t *e, const float *x, size_t n, int e5m2, int floor);
+static void (*ref_cast_int)(int8_t *q, const float *x, size_t n, float s, int lo, int hi, int pf);
 
 static const mxp__cvt_args SAT = {true, 0, 0};
 
@@ -337,6 +338,38 @@ static QINLINE void mx_encode_loop(uint8_t *q, uint8_t *e, const float *x, size_
     }
 }
 
+/*
+ * int8 / int4 cast, q[i] = clamp(rne(x[i] * s), lo, hi), 64 elements per step: the product
+ * clamped as a float (lo and hi are small integers, so clamping before or after the rounding
+ * gives the same integer), VCVTPS2DQ (nearest-even: quant.c runs the kernels in the default
+ * rounding mode), VPACKSSDW / VPACKSSWB (no saturation left to do) and one VPERMD for element
+ * order. The prefetch of the next group as fp8_encode_loop's, when the caller says its amax pass
+ * comes next (pf_hint): on Zen 4 it took the one-pass per-row int8 from 4.4-4.9 to 3.4-4.0 ms
+ * (4096 x 4096) but the plain one, whose second pass casts every row back to back, from 5.9 to
+ * 6.3-8.4 ms. Tails: the scalar reference.
+ */
+static void cast_int_avx512(int8_t *q, const float *x, size_t n, float s, int lo, int hi, int pf_hint)
+{
+    const __m512 vs = _mm512_set1_ps(s), vlo = _mm512_set1_ps((float)lo), vhi = _mm512_set1_ps((float)hi);
+    const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const size_t pf = pf_hint ? group_prefetch(n) : 0;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        if (pf) {
+            _mm_prefetch((const char *)(x + i) + pf, _MM_HINT_T0); /* never faults */
+            _mm_prefetch((const char *)(x + i) + pf + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)(x + i) + pf + 128, _MM_HINT_T0);
+            _mm_prefetch((const char *)(x + i) + pf + 192, _MM_HINT_T0);
+        }
+        __m512i v[4];
+        for (int t = 0; t < 4; t++)
+            v[t] = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16 * t), vs), vlo), vhi));
+        const __m512i b = _mm512_packs_epi16(_mm512_packs_epi32(v[0], v[1]), _mm512_packs_epi32(v[2], v[3]));
+        _mm512_storeu_si512((void *)(q + i), _mm512_permutexvar_epi32(perm, b));
+    }
+    ref_cast_int(q + i, x + i, n - i, s, lo, hi, 0);
+}
+
 static uint32_t fp8_encode_avx512(uint8_t *q, const float *x, size_t n, float s, int e5m2, int nt,
                                   mxp__cvt_fn slow)
 {
@@ -360,6 +393,10 @@ void mxp__quant_register_avx512(mxp__qkernels *k)
     mxp__quant_register_avx2(k); /* every other entry; mul_amax and mx_scale stay the scalar ones */
     ref_mul_amax = k->mul_amax;
     ref_mx_scale = k->mx_scale;
+    static mxp__qkernels sref;
+    mxp__quant_register_scalar(&sref);
+    ref_cast_int = sref.cast_int;
+    k->cast_int = cast_int_avx512;
     k->fp8_encode = fp8_encode_avx512;
     k->mx_encode = mx_encode_avx512;
 }

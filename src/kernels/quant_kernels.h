@@ -36,8 +36,12 @@ typedef struct mxp__qkernels {
     /* acc[j] = max(acc[j], |x[j]|) for j < n, compared as bit patterns (acc holds
      * non-negative floats or NaN patterns) */
     void (*amax_cols)(float *acc, const float *x, size_t n);
-    /* q[i] = clamp(rne(x[i] * s), lo, hi); x finite, -128 <= lo < hi <= 127 */
-    void (*cast_int)(int8_t *q, const float *x, size_t n, float s, int lo, int hi);
+    /* q[i] = clamp(rne(x[i] * s), lo, hi); x finite, -128 <= lo < hi <= 127. pf: nonzero when
+     * the caller's next read is an amax pass over the group after this one (x + n onwards), which
+     * the kernel may prefetch while it casts from the cache; 0 when casts run back to back over
+     * data read once (a prefetch there only competes with the hardware's; the AVX-512 kernel
+     * honours it, the AVX2 one prefetches either way, as measured on Zen 3) */
+    void (*cast_int)(int8_t *q, const float *x, size_t n, float s, int lo, int hi, int pf);
     /* the same with one scale per element: q[i] = clamp(rne(x[i] * s[i]), lo, hi) */
     void (*cast_int_v)(int8_t *q, const float *x, const float *s, size_t n, int lo, int hi);
     /* y[i] = x[i] * s; returns amax_bits(x, n). This entry and mx_scale are the scalar

@@ -59,8 +59,9 @@ static int8_t rne_clamp(float y, int lo, int hi)
     return (int8_t)r;
 }
 
-static void cast_int_scalar(int8_t *q, const float *x, size_t n, float s, int lo, int hi)
+static void cast_int_scalar(int8_t *q, const float *x, size_t n, float s, int lo, int hi, int pf)
 {
+    (void)pf;
     for (size_t i = 0; i < n; i++) {
         const float y = x[i] * s;
         q[i] = rne_clamp(y, lo, hi);

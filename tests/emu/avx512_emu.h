@@ -278,4 +278,21 @@ EMU_FN simde__m512 emu_mm512_add_round_ps(simde__m512 a, simde__m512 b, int r)
 #undef _mm512_add_round_ps
 #define _mm512_add_round_ps(a, b, r) emu_mm512_add_round_ps((a), (b), (r))
 
+/* VCVTPS2DQ: each lane rounded to an integer in the current rounding direction (MXCSR.RC), the
+ * "integer indefinite" 0x80000000 for NaN and values outside the int32 range */
+#include <math.h>
+EMU_FN simde__m512i emu_mm512_cvtps_epi32(simde__m512 a)
+{
+    float x[16];
+    memcpy(x, &a, sizeof x);
+    emu_u32x16 r;
+    for (int i = 0; i < 16; i++) {
+        const float v = nearbyintf(x[i]);
+        r.v[i] = (v >= -2147483648.0f && v < 2147483648.0f) ? (uint32_t)(int32_t)v : 0x80000000u;
+    }
+    return emu_vec32(r);
+}
+#undef _mm512_cvtps_epi32
+#define _mm512_cvtps_epi32(a) emu_mm512_cvtps_epi32(a)
+
 #endif /* MIXPREC_AVX512_EMU_H */
