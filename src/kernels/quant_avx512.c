@@ -50,6 +50,13 @@ static const mxp__cvt_args SAT = {true, 0, 0};
  * prefetch a fixed distance ahead of a linear read only slowed it (cvt_avx512.c). */
 static QINLINE size_t group_prefetch(size_t n) { return n <= 16384 ? 4 * n : 0; }
 
+/* Prefetch the 64 floats pf bytes past p (pf = 0: nothing); a prefetch never faults. */
+static QINLINE void prefetch64(const float *p, size_t pf)
+{
+    if (pf)
+        for (size_t o = 0; o < 256; o += 64) _mm_prefetch((const char *)p + pf + o, _MM_HINT_T0);
+}
+
 /* the largest of 16 unsigned lanes */
 static QINLINE uint32_t hmax_epu32(__m512i v)
 {
@@ -193,12 +200,7 @@ static QINLINE uint32_t fp8_encode_loop(uint8_t *q, const float *x, size_t n, fl
     const size_t pf = group_prefetch(n);
     __m512i m0 = _mm512_setzero_si512(), m1 = m0;
     for (; i + 64 <= n; i += 64) {
-        if (pf) {
-            _mm_prefetch((const char *)(x + i) + pf, _MM_HINT_T0); /* never faults */
-            _mm_prefetch((const char *)(x + i) + pf + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)(x + i) + pf + 128, _MM_HINT_T0);
-            _mm_prefetch((const char *)(x + i) + pf + 192, _MM_HINT_T0);
-        }
+        prefetch64(x + i, pf);
         const __m512 a0 = _mm512_loadu_ps(x + i), a1 = _mm512_loadu_ps(x + i + 16),
                      a2 = _mm512_loadu_ps(x + i + 32), a3 = _mm512_loadu_ps(x + i + 48);
         m0 = _mm512_max_epu32(m0, _mm512_max_epu32(mag(a0), mag(a1)));
@@ -357,12 +359,7 @@ static void cast_int_avx512(int8_t *q, const float *x, size_t n, float s, int lo
     const size_t pf = pf_hint ? group_prefetch(n) : 0;
     size_t i = 0;
     for (; i + 64 <= n; i += 64) {
-        if (pf) {
-            _mm_prefetch((const char *)(x + i) + pf, _MM_HINT_T0); /* never faults */
-            _mm_prefetch((const char *)(x + i) + pf + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)(x + i) + pf + 128, _MM_HINT_T0);
-            _mm_prefetch((const char *)(x + i) + pf + 192, _MM_HINT_T0);
-        }
+        prefetch64(x + i, pf);
         __m512i v[4];
         for (int t = 0; t < 4; t++)
             v[t] = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16 * t), vs), vlo), vhi));
