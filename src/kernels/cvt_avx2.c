@@ -281,12 +281,16 @@ PRIM V hw_e5m2_ld(const void *p)
  * times 256 (VMULPS) is exact: the products are normal float32 (>= 2^-9) or +-0, so MXCSR
  * (FTZ, DAZ, rounding) cannot touch them. The NaN S.1111.111 came out as +-480 (the float16
  * 1.875 * 256): its magnitude bits 0x43F00000 become the reference's 0x7FC00000 by one XOR.
- *   word w = b << 8 (unpack with zero bytes),  float16 = w - ((w >> 1) & 0x3F80) */
+ *   word w = b sign-extended (VPMOVSXBW: bits 15..7 = S, 6..0 = EEEEMMM),
+ *   float16 = (w << 7) & 0xBF80 (S at bit 15, bit 14 cleared, EEEEMMM at bits 13..7)
+ * Three integer operations per 8 bytes (an earlier form, w = b << 8 by unpacking with zero and
+ * float16 = w - ((w >> 1) & 0x3F80), took four; 2^16 elements in cache on Zen 4: e4m3fn->f32
+ * avx2 0.085 -> 0.073 ns/element, avx512 0.070 -> 0.057). */
 #define MXP_SIMD_HW_E4M3 1
 PRIM V hw_e4m3_ld_nonan(const void *p) /* no NaN among the 8 bytes */
 {
-    const __m128i w = _mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)p));
-    const __m128i h = _mm_sub_epi16(w, _mm_and_si128(_mm_srli_epi16(w, 1), _mm_set1_epi16(0x3F80)));
+    const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p)); /* sign-extended */
+    const __m128i h = _mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16((short)0xBF80));
     return _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f)));
 }
 PRIM V hw_e4m3_ld(const void *p)

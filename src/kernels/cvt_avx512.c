@@ -323,8 +323,8 @@ PRIM V hw_e5m2_ld(const void *p) { return _mm512_castps_si512(_mm512_cvtph_ps(b1
 #define MXP_SIMD_HW_E4M3 1
 PRIM V hw_e4m3_ld_nonan(const void *p)
 {
-    const __m256i w = b16_words_hi(p);
-    const __m256i h = _mm256_sub_epi16(w, _mm256_and_si256(_mm256_srli_epi16(w, 1), _mm256_set1_epi16(0x3F80)));
+    const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)); /* sign-extended */
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16((short)0xBF80));
     return _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f)));
 }
 PRIM V hw_e4m3_ld(const void *p)
