@@ -201,13 +201,15 @@ typedef struct f64t {
     uint32_t maxfin, inf;
 } f64t;
 
-ALWAYS_INLINE __m256i sr_fmix8(__m256i x)
+/* the random words of 8 consecutive indices from their Weyl states x (kernels.h's
+ * mxp__sr_bits_k on 32-bit lanes) */
+ALWAYS_INLINE __m256i sr_words8(__m256i x, __m256i khi)
 {
     x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)0x85EBCA6Bu));
-    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 13));
-    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)0xC2B2AE35u));
-    return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)MXP__SR_M1));
+    x = _mm256_add_epi32(_mm256_xor_si256(x, _mm256_srli_epi32(x, 15)), khi);
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)MXP__SR_M2));
+    return _mm256_xor_si256(x, _mm256_srli_epi32(x, 21));
 }
 
 /* 4 doubles (bits u) and their random words r (zero-extended to 64-bit lanes) -> 4 target
@@ -241,10 +243,10 @@ ALWAYS_INLINE __m256i sr_f64_4(__m256i u, __m256i r, const f64t t, int sat)
 }
 
 /* 8 elements at s -> d (t.bits wide), random words of indices lo .. lo + 7 under key */
-ALWAYS_INLINE void sr_f64_8(unsigned char *d, const unsigned char *s, __m256i il, __m256i klo, __m256i khi,
+ALWAYS_INLINE void sr_f64_8(unsigned char *d, const unsigned char *s, __m256i il, __m256i khi,
                             const f64t t, int sat)
 {
-    const __m256i r = sr_fmix8(_mm256_add_epi32(sr_fmix8(_mm256_xor_si256(il, klo)), khi));
+    const __m256i r = sr_words8(il, khi);
     const __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)s);
     const __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32));
     const __m256i q0 = sr_f64_4(u0, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(r)), t, sat);
@@ -288,11 +290,14 @@ ALWAYS_INLINE void sr_from_f64(void *dst, const void *src, size_t n, const mxp__
         if ((uint64_t)cnt > room) cnt = (size_t)room;
         const size_t end = i + cnt / 8 * 8;
         const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
-        const __m256i klo = _mm256_set1_epi32((int)(uint32_t)key), khi = _mm256_set1_epi32((int)(uint32_t)(key >> 32));
-        __m256i il = _mm256_add_epi32(_mm256_set1_epi32((int)lo), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256i khi = _mm256_set1_epi32((int)(uint32_t)(key >> 32));
+        /* the Weyl states of the indices lo .. lo + 7 (kernels.h), 8 * W further per step */
+        __m256i il = _mm256_add_epi32(_mm256_set1_epi32((int)(lo * MXP__SR_W + (uint32_t)key)),
+                                      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                         _mm256_set1_epi32((int)MXP__SR_W)));
         for (; i < end; i += 8) {
-            sr_f64_8(d + ob * i, s + 8 * i, il, klo, khi, t, sat);
-            il = _mm256_add_epi32(il, _mm256_set1_epi32(8));
+            sr_f64_8(d + ob * i, s + 8 * i, il, khi, t, sat);
+            il = _mm256_add_epi32(il, _mm256_set1_epi32((int)(8u * MXP__SR_W)));
         }
     }
     mxp__cvt_args b = *a;

@@ -128,24 +128,20 @@ typedef struct sfmt {
 #define SF_E4M3 ((sfmt){8, 3, 7, 0x7Eu, 0u, 1, MXP_FLOAT8_E4M3FN, 0})
 #define SF_E5M2 ((sfmt){8, 2, 15, 0x7Bu, 0x7Cu, 0, MXP_FLOAT8_E5M2, 0})
 
-/* The stochastic-rounding words of VL consecutive indices lo, lo+1, ... (kernels.h): r =
- * fmix32(fmix32(lo ^ klo) + khi). The multipliers come in as vectors (m1 = 0x85EBCA6B, m2 =
- * 0xC2B2AE35) so that a loop can hold them in registers (MXP_SIMD_PIN). sr_words_hi stops
- * before fmix32's last step, x ^= x >> 16, which leaves the top 16 bits as they are: enough
- * for a caller that uses only r >> 16 or fewer top bits (sr_finish completes the word). */
-static SIMD_INLINE V sr_fmix_m(V x, V m1, V m2)
+/* The stochastic-rounding words (kernels.h's mxp__sr_bits_k) from the Weyl states x of VL
+ * consecutive indices (index * MXP__SR_W + the key's low half) and the key's high half khi.
+ * The multipliers come in as vectors (m1 = MXP__SR_M1, m2 = MXP__SR_M2) so that a loop can
+ * hold them in registers (MXP_SIMD_PIN). sr_words_hi stops before the last step,
+ * x ^= x >> 21, which leaves the top 21 bits as they are: enough for a fast path that uses
+ * r >> 11 or fewer top bits (float16 r >> 19, bfloat16 r >> 16, float8 r >> 12 / r >> 11);
+ * sr_finish completes the word. */
+static SIMD_INLINE V sr_finish(V x) { return v_xor(x, v_srli(x, 21)); }
+
+static SIMD_INLINE V sr_words_hi(V x, V khi, V m1, V m2)
 {
-    x = v_xor(x, v_srli(x, 16));
-    x = v_mullo(x, m1);
-    x = v_xor(x, v_srli(x, 13));
+    x = v_mullo(v_xor(x, v_srli(x, 16)), m1);
+    x = v_add(v_xor(x, v_srli(x, 15)), khi);
     return v_mullo(x, m2);
-}
-
-static SIMD_INLINE V sr_finish(V x) { return v_xor(x, v_srli(x, 16)); }
-
-static SIMD_INLINE V sr_words_hi(V idx_lo, V klo, V khi, V m1, V m2)
-{
-    return sr_fmix_m(v_add(sr_finish(sr_fmix_m(v_xor(idx_lo, klo), m1, m2)), khi), m1, m2);
 }
 
 /*
@@ -626,28 +622,28 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
  * registers: the hash's multipliers, keys and index step are pinned (with the general path
  * inside the loop gcc rebuilt them, broadcast by broadcast, in every step, and spilled). A step
  * that fails the check leaves the loop, is done by the zero-aware fast path or the general one,
- * and the loop resumes. Float16 and bfloat16 use r >> 19 / r >> 16 only, so their fast loop
- * skips fmix32's last step (sr_words_hi); the other paths complete the word.
+ * and the loop resumes. The fast paths use r >> (32 - D) only (D = 23 - m dropped bits), so they
+ * skip the hash's last step (sr_words_hi: at most 21 top bits are used); the other paths complete
+ * the word.
  */
 static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_t i, size_t end,
                                  uint32_t lo, uint64_t key, const sfmt t, int sat, int nt)
 {
     const size_t ob = (size_t)t.bits / 8;
-    const int hi16 = 23 - t.m <= 16; /* the fast path uses at most the top 16 bits of r */
     const srconst sc = sr_consts(t);
-    V m1 = v_set1(0x85EBCA6Bu), m2 = v_set1(0xC2B2AE35u);
-    V klo = v_set1((uint32_t)key), khi = v_set1((uint32_t)(key >> 32)), step = v_set1((uint32_t)VL);
+    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
+    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1((uint32_t)VL * MXP__SR_W);
     V olim = v_set1(0x7FFFFFFFu - (sc.hi - sc.lo)), oadd = v_set1(0x7FFFFFFFu - sc.hi);
 #ifdef MXP_SIMD_PIN
     MXP_SIMD_PIN(m1);
     MXP_SIMD_PIN(m2);
-    MXP_SIMD_PIN(klo);
     MXP_SIMD_PIN(khi);
     MXP_SIMD_PIN(step);
     MXP_SIMD_PIN(olim);
     MXP_SIMD_PIN(oadd);
 #endif
-    V il = v_add(v_set1(lo), v_iota());
+    /* the Weyl states of the indices lo, lo + 1, ...: W apart, so step = VL * W per vector */
+    V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     while (i < end) {
         for (; i < end; i += 2 * VL) {
 #ifdef MXP_SIMD_PREFETCH
@@ -655,11 +651,7 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
                 for (size_t o = 0; o < 8 * VL; o += 64) MXP_SIMD_PREFETCH(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
             }
 #endif
-            V r0 = sr_words_hi(il, klo, khi, m1, m2), r1 = sr_words_hi(v_add(il, step), klo, khi, m1, m2);
-            if (!hi16) {
-                r0 = sr_finish(r0);
-                r1 = sr_finish(r1);
-            }
+            const V r0 = sr_words_hi(il, khi, m1, m2), r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
             const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
             if (t.bias == 127) {
 #ifdef MXP_SIMD_ANY_NAN4
@@ -678,8 +670,8 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
         }
         if (i >= end) break;
         /* the step at i needs the zero-aware or the general path */
-        const V r0 = sr_finish(sr_words_hi(il, klo, khi, m1, m2));
-        const V r1 = sr_finish(sr_words_hi(v_add(il, step), klo, khi, m1, m2));
+        const V r0 = sr_finish(sr_words_hi(il, khi, m1, m2));
+        const V r1 = sr_finish(sr_words_hi(v_add(il, step), khi, m1, m2));
         const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
         if (t.bias != 127 && !m_any(m_or(sr_bad_z(u0, sc), sr_bad_z(u1, sc)))) {
             st_narrow2(d + ob * i, sr_fast(u0, r0, t, sc, 1), sr_fast(u1, r1, t, sc, 1), t.bits, nt);

@@ -202,8 +202,8 @@ void mxp__finite_register_neon(mxp__kernels *k);
  * (no state), so the bits depend only on (seed, element index), never on threads or ISA.
  * The key for the high 32 bits of the index is constant over 2^32 consecutive indices, so a
  * vector loop computes mxp__sr_key once per call (callers never straddle a 2^32 boundary
- * mid-call: mxp_convert_ex splits there) and then two fmix32 rounds per lane with 32-bit
- * multiplies.
+ * mid-call: mxp_convert_ex splits there) and then, per lane, a Weyl step (index * golden
+ * ratio + key) and two xorshift-multiply rounds with 32-bit multiplies (mxp__sr_bits_k).
  *
  * Use of r: let |x| lie between the target neighbours lo <= |x| < hi (magnitudes; hi may be
  * the "next binade" 2^(emax+1) beyond max finite, which means overflow), f = (|x| - lo) /
@@ -215,6 +215,10 @@ void mxp__finite_register_neon(mxp__kernels *k);
  * the value above max (448) is the NaN slot, 480 (S.1111.111), not 512: between 448 and 480,
  * hi = 480 and rounding up gives NaN (or 448 when saturating), as nearest-even sends > 464 to NaN.
  */
+#define MXP__SR_W 0x9E3779B9u  /* the Weyl increment, 2^32 / golden ratio (odd) */
+#define MXP__SR_M1 0x7FEB352Du /* the two multipliers of a low-bias 32-bit integer hash */
+#define MXP__SR_M2 0x846CA68Bu
+
 static inline uint32_t mxp__fmix32(uint32_t x)
 {
     x ^= x >> 16;
@@ -234,10 +238,21 @@ static inline uint64_t mxp__sr_key(uint64_t seed, uint32_t index_hi)
     return z ^ (z >> 31);
 }
 
-/* The random word from a precomputed key and the low 32 bits of the index. */
+/* The random word from a precomputed key and the low 32 bits of the index: the index's Weyl
+ * state (index * W + the key's low half; consecutive indices are W apart, so a vector loop
+ * advances it with one add), then two xorshift-multiply rounds with the key's high half added
+ * between them. Every step is a bijection on 32 bits, so for one key the 2^32 indices of a
+ * block get 2^32 distinct words. The statistics (balance, lags, avalanche, independence of
+ * neighbouring seeds) are tested by tests/test_sr_bits.c. */
 static inline uint32_t mxp__sr_bits_k(uint64_t key, uint32_t index_lo)
 {
-    return mxp__fmix32(mxp__fmix32(index_lo ^ (uint32_t)key) + (uint32_t)(key >> 32));
+    uint32_t x = index_lo * MXP__SR_W + (uint32_t)key;
+    x ^= x >> 16;
+    x *= MXP__SR_M1;
+    x ^= x >> 15;
+    x += (uint32_t)(key >> 32);
+    x *= MXP__SR_M2;
+    return x ^ (x >> 21);
 }
 
 static inline uint32_t mxp__sr_bits(uint64_t seed, uint64_t index)
