@@ -17,7 +17,7 @@
  * AArch64: Advanced SIMD is baseline, so neon is always available there.
  *
  * The default is the best available path: avx512, avx2, scalar on x86-64 (the avx512 table
- * keeps some avx2 kernels, see "entry by entry" below), neon on AArch64.
+ * keeps some avx2 kernels, per kind of CPU, see "entry by entry" below), neon on AArch64.
  * MIXPREC_ISA=scalar|avx2|avx512|neon forces a path; one this CPU lacks falls back to the best
  * available path below it (enum order); an empty value means "best", and so does an unknown one.
  * The library never prints: mxp_isa_fallback() tells a caller that a request was not followed
@@ -54,6 +54,7 @@ typedef struct x86_features {
     bool avx2, avx512;  /* what the two paths require, OS support included */
     bool bf16, fp16;    /* AVX512_BF16 (one extra kernel) / AVX512_FP16 (informational) */
     bool vnni;          /* AVX512_VNNI (int8 matmul kernels) */
+    bool half_width;    /* AMD family 19h (Zen 4): 512-bit operations on 256-bit units */
 } x86_features;
 
 static uint64_t xgetbv0(void)
@@ -65,9 +66,13 @@ static uint64_t xgetbv0(void)
 
 static x86_features x86_detect(void)
 {
-    x86_features f = {false, false, false, false, false};
+    x86_features f = {false, false, false, false, false, false};
     unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+    const bool amd = b == 0x68747541u && d == 0x69746E65u && c == 0x444D4163u; /* "AuthenticAMD" */
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    const unsigned family = ((a >> 8) & 0xFu) == 0xFu ? 0xFu + ((a >> 20) & 0xFFu) : (a >> 8) & 0xFu;
+    f.half_width = amd && family == 0x19u;
     const bool osxsave = (c >> 27) & 1u, avx = (c >> 28) & 1u, fma = (c >> 12) & 1u,
                f16c = (c >> 29) & 1u;
     if (!osxsave || !avx) return f;
@@ -162,7 +167,7 @@ static void build(mxp__isa_id isa)
  * keeps the avx2 kernel where the measurements below say so. own[] keeps every kernel an ISA
  * file registered (tests check those bit for bit; bench_convert times both).
  *
- * Measured on an AMD EPYC Zen 4 (AVX512 F/BW/VL/DQ, VNNI, BF16, no FP16; 2 vCPUs), 2026-11-24,
+ * Measured on an AMD EPYC Zen 4 (family 19h; AVX512 F/BW/VL/DQ, VNNI, BF16, no FP16; 2 vCPUs), 2026-11-24,
  * this code (the avx512 kernels without source prefetch, cvt_avx512.c): medians of three
  * `bench_convert --quick --csv` runs, one thread, ns/element, avx2 / avx512 (own kernels) at
  * 2^16 elements (in cache) and 2^26 (streaming stores, out of cache):
@@ -186,6 +191,26 @@ static void build(mxp__isa_id isa)
  * (An earlier build, whose avx512 kernels prefetched their source as the avx2 ones do, measured
  * on the same kind of CPU: the float8 encodes 0.92-1.04 at 2^26, so f32->e5m2 sat stayed avx2;
  * without the prefetch they win by 12-17% there.)
+ * Measured on an AMD EPYC Zen 5 (family 1Ah; AVX512 F/BW/VL/DQ, VNNI, BF16, VBMI2, VP2INTERSECT,
+ * no FP16; 2 vCPUs), 2026-11-25, commit 08bd4ca, the same way (medians of three runs):
+ *     conversion        2^16: avx2  avx512 ratio    2^26: avx2  avx512 ratio   avx512 table
+ *     f32->f16                0.0289 0.0295 1.02          0.1397 0.1270 0.91   avx2 / avx512
+ *     f32->bf16               0.0556 0.0307 0.55          0.1385 0.1543 1.11   avx512 / avx2
+ *     f16->f32                0.0298 0.0300 1.01          0.1284 0.1291 1.01   avx2
+ *     bf16->f32               0.0527 0.0303 0.57          0.1293 0.1294 1.00   avx512
+ *     f32->e4m3fn             0.0912 0.0578 0.63          0.1385 0.1325 0.96   avx512
+ *     f32->e4m3fn sat         0.0908 0.0582 0.64          0.1428 0.1360 0.95   avx512
+ *     f32->e5m2               0.0791 0.0503 0.64          0.1376 0.1344 0.98   avx512 / avx2
+ *     f32->e5m2 sat           0.0795 0.0500 0.63          0.1335 0.1295 0.97   avx512 / avx2
+ *     e4m3fn->f32             0.0582 0.0313 0.54          0.1176 0.1186 1.01   avx512 / avx2
+ *     e5m2->f32               0.0310 0.0229 0.74          0.1170 0.1251 1.07   avx512 / avx2
+ *     f32->{bf16,f16,e4m3fn,e5m2} SR  0.46-0.54 (2^16), 0.72-0.96 (2^26)       avx512
+ * (f32->bf16 at 2^26, three alternating `--only` runs: avx2 0.129-0.142, avx512 0.137-0.156.)
+ * On Zen 5 the 512-bit units make the float8 steps about 1.6x faster in cache; the float8
+ * encodes now win in both regimes. Zen 4 executes a 512-bit operation as two 256-bit halves
+ * (AMD family 19h), so the two CPUs get different choices: picks[] holds one set per kind,
+ * Zen 4's for family 19h and Zen 5's for every other AVX-512 CPU (Intel parts unmeasured: they
+ * have 512-bit units too, so Zen 5's set is the better guess there).
  * Rule: per entry, per saturate flag and per regime ("small": below the streaming threshold,
  * mxp__nt_threshold bytes read + written, where the 2^16 column applies; "large": at or above
  * it, the 2^26 column), the avx512 kernel where its time was lower by more than the noise
@@ -193,8 +218,8 @@ static void build(mxp__isa_id isa)
  * a below the threshold, b above). The float8 encodes lose in cache on Zen 4 (presumably their
  * AVX-512 steps, which store through VPMOVDB where the AVX2 ones use pack instructions; not
  * profiled) and win when memory-bound. f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties
- * (memory-bound at the limit either way) and keep the avx2 kernel. Intel AVX-512 parts have not
- * been measured at all. Re-measure (bench_convert prints the rows avx2, avx512-own = the own
+ * (memory-bound at the limit either way) and keep the avx2 kernel (bf16->f32, a tie on both CPUs
+ * at 2^26, keeps the avx512 kernel it always had). Intel AVX-512 parts have not been measured. Re-measure (bench_convert prints the rows avx2, avx512-own = the own
  * kernels and avx512 = this table) and edit the rows below. The composed pairs (cvt_compose.c:
  * f16->bf16, bf16->e4m3fn, ...) run the table's float32 entries on 2048-element blocks, so they
  * follow the "small" choices.
@@ -204,24 +229,30 @@ static void build(mxp__isa_id isa)
 typedef struct avx512_pick {
     mxp_dtype d, s;
     int mode;
-    unsigned char avx512[2][2]; /* [saturate][large]: 1 = the avx512 kernel, 0 = the avx2 one */
+    /* [cpu][saturate][large]: 1 = the avx512 kernel, 0 = the avx2 one; cpu 0 = 256-bit units
+     * (AMD family 19h, Zen 4), 1 = 512-bit units (Zen 5 measured; other AVX-512 CPUs assumed) */
+    unsigned char avx512[2][2][2];
 } avx512_pick;
 static const avx512_pick picks[] = {
-    {MXP_FLOAT32, MXP_FLOAT16, MXP__RNE, {{0, 0}, {0, 0}}},
-    {MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__RNE, {{0, 1}, {0, 1}}},
-    {MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__RNE, {{0, 1}, {0, 1}}},
-    {MXP_FLOAT32, MXP_FLOAT8_E4M3FN, MXP__RNE, {{1, 0}, {1, 0}}},
-    {MXP_FLOAT32, MXP_FLOAT8_E5M2, MXP__RNE, {{0, 0}, {0, 0}}},
+    /* d <- s                                 Zen 4               full width */
+    {MXP_FLOAT32, MXP_FLOAT16, MXP__RNE, {{{0, 0}, {0, 0}}, {{0, 0}, {0, 0}}}},        /* f16->f32 */
+    {MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__RNE, {{{0, 1}, {0, 1}}, {{1, 1}, {1, 1}}}},  /* f32->e4m3fn */
+    {MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__RNE, {{{0, 1}, {0, 1}}, {{1, 0}, {1, 0}}}},    /* f32->e5m2 */
+    {MXP_FLOAT32, MXP_FLOAT8_E4M3FN, MXP__RNE, {{{1, 0}, {1, 0}}, {{1, 0}, {1, 0}}}},  /* e4m3fn->f32 */
+    {MXP_FLOAT32, MXP_FLOAT8_E5M2, MXP__RNE, {{{0, 0}, {0, 0}}, {{1, 0}, {1, 0}}}},    /* e5m2->f32 */
+    {MXP_FLOAT16, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{0, 1}, {0, 1}}}},        /* f32->f16 */
+    {MXP_BFLOAT16, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 0}, {1, 0}}}},       /* f32->bf16 */
 };
 enum { NPICKS = sizeof picks / sizeof picks[0] };
 /* the widenings' stochastic entry is their nearest-even kernel: the same choice */
 static mxp__cvt_fn pick_fns[NPICKS][2]; /* [0] the avx2 kernel, [1] the avx512 one */
+static int pick_cpu;                     /* the first index of avx512_pick.avx512 */
 
 static void pick_call(int i, void *dst, const void *src, size_t n, const mxp__cvt_args *a)
 {
     const avx512_pick *p = &picks[i];
     const bool large = n * (mxp_dtype_size(p->d) + mxp_dtype_size(p->s)) >= mxp__nt_threshold;
-    pick_fns[i][p->avx512[a->saturate][large]](dst, src, n, a);
+    pick_fns[i][p->avx512[pick_cpu][a->saturate][large]](dst, src, n, a);
 }
 #define PICK_FN(i)                                                                             \
     static void pick_##i(void *dst, const void *src, size_t n, const mxp__cvt_args *a)         \
@@ -233,15 +264,29 @@ PICK_FN(1)
 PICK_FN(2)
 PICK_FN(3)
 PICK_FN(4)
-static const mxp__cvt_fn pick_wrappers[] = {pick_0, pick_1, pick_2, pick_3, pick_4};
+PICK_FN(5)
+PICK_FN(6)
+static const mxp__cvt_fn pick_wrappers[] = {pick_0, pick_1, pick_2, pick_3, pick_4, pick_5, pick_6};
 _Static_assert(sizeof pick_wrappers / sizeof pick_wrappers[0] == NPICKS, "one wrapper per pick");
 
-/* Applies picks to the dispatched avx512 table t (own: its own kernels, avx2: the avx2 table). */
-static void apply_picks(mxp__kernels *t, const mxp__kernels *own512, const mxp__kernels *avx2)
+/* Which set of choices in picks[] this CPU takes: 0 on AMD family 19h (Zen 4), whose AVX-512
+ * runs 512-bit operations on 256-bit units, 1 on every other AVX-512 CPU. */
+static int avx512_cpu(void)
 {
+#ifdef MXP_X86_CPUID
+    return x86_detect().half_width ? 0 : 1;
+#else
+    return 1;
+#endif
+}
+
+/* Applies picks to the dispatched avx512 table t (own: its own kernels, avx2: the avx2 table). */
+static void apply_picks(mxp__kernels *t, const mxp__kernels *own512, const mxp__kernels *avx2, int cpu)
+{
+    pick_cpu = cpu;
     for (int i = 0; i < NPICKS; i++) {
         const avx512_pick *p = &picks[i];
-        const unsigned char *c = &p->avx512[0][0];
+        const unsigned char *c = &p->avx512[cpu][0][0];
         const int ones = c[0] + c[1] + c[2] + c[3];
         const mxp__cvt_fn k2 = avx2->cvt[p->d][p->s][p->mode], k5 = own512->cvt[p->d][p->s][p->mode];
         pick_fns[i][0] = k2;
@@ -303,7 +348,7 @@ static void init(void)
     }
 #if defined(__x86_64__)
     if (available[MXP__ISA_AVX512] && available[MXP__ISA_AVX2])
-        apply_picks(&tables[MXP__ISA_AVX512], &own[MXP__ISA_AVX512], &tables[MXP__ISA_AVX2]);
+        apply_picks(&tables[MXP__ISA_AVX512], &own[MXP__ISA_AVX512], &tables[MXP__ISA_AVX2], avx512_cpu());
     if (memcmp(own[MXP__ISA_AVX512].cvt, tables[MXP__ISA_AVX512].cvt, sizeof own[0].cvt) != 0)
         own[MXP__ISA_AVX512].name = "avx512-own"; /* tells the two apart in tests and benchmarks */
 #endif
