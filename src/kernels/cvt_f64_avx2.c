@@ -202,13 +202,13 @@ typedef struct f64t {
 } f64t;
 
 /* the random words of 8 consecutive indices from their Weyl states x (kernels.h's
- * mxp__sr_bits_k on 32-bit lanes) */
-ALWAYS_INLINE __m256i sr_words8(__m256i x, __m256i khi)
+ * mxp__sr_bits_k on 32-bit lanes; m1, m2: its multipliers, as vectors) */
+ALWAYS_INLINE __m256i sr_words8(__m256i x, __m256i khi, __m256i m1, __m256i m2)
 {
     x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)MXP__SR_M1));
+    x = _mm256_mullo_epi32(x, m1);
     x = _mm256_add_epi32(_mm256_xor_si256(x, _mm256_srli_epi32(x, 15)), khi);
-    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)MXP__SR_M2));
+    x = _mm256_mullo_epi32(x, m2);
     return _mm256_xor_si256(x, _mm256_srli_epi32(x, 21));
 }
 
@@ -242,16 +242,25 @@ ALWAYS_INLINE __m256i sr_f64_4(__m256i u, __m256i r, const f64t t, int sat)
     return _mm256_or_si256(mag, _mm256_slli_epi64(_mm256_srli_epi64(u, 63), t.bits - 1));
 }
 
-/* 8 elements at s -> d (t.bits wide), random words of indices lo .. lo + 7 under key */
-ALWAYS_INLINE void sr_f64_8(unsigned char *d, const unsigned char *s, __m256i il, __m256i khi,
-                            const f64t t, int sat)
+/* The fast path of sr_f64_4, for magnitudes a in the target's normal range up to max finite
+ * (lo64 <= a <= hi64, sr_f64_8 checks): base = a rebiased as above, D = 52 - m dropped bits, and
+ * "round up iff F + r >= 2^32" is a carry out of the dropped bits when r is added at the top of
+ * them: q = (base + (r << (D - 32))) >> D. (float32, D = 29 < 32: F = the dropped bits << 3
+ * with three zero bits, so F + r >= 2^32 iff dropped + (r >> 3) >= 2^29: adding r >> 3 is
+ * exact.) A carry out of the mantissa moves into the exponent, which is the next pattern;
+ * a <= hi64 (max finite) cannot go past max finite (max finite itself has F = 0). */
+ALWAYS_INLINE __m256i sr_f64_4_fast(__m256i u, __m256i a, __m256i r, const f64t t)
 {
-    const __m256i r = sr_words8(il, khi);
-    const __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)s);
-    const __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32));
-    const __m256i q0 = sr_f64_4(u0, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(r)), t, sat);
-    const __m256i q1 = sr_f64_4(u1, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(r, 1)), t, sat);
-    /* the low dwords in element order (values < 2^32) */
+    const int D = 52 - t.m;
+    const __m256i rr = D >= 32 ? _mm256_slli_epi64(r, D - 32) : _mm256_srli_epi64(r, 32 - D);
+    const __m256i base = _mm256_sub_epi64(a, _mm256_set1_epi64x((long long)(1023 - t.bias) << 52));
+    const __m256i q = _mm256_srli_epi64(_mm256_add_epi64(base, rr), D);
+    return _mm256_or_si256(q, _mm256_slli_epi64(_mm256_srli_epi64(u, 63), t.bits - 1));
+}
+
+/* the 8 results of two sr_f64_4 (low dwords of q0 then q1, values < 2^32) stored at d */
+ALWAYS_INLINE void st_f64_8(unsigned char *d, __m256i q0, __m256i q1, const f64t t)
+{
     const __m256i y = _mm256_permute4x64_epi64(
         _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(q0), _mm256_castsi256_ps(q1), 0x88)), 0xD8);
     if (t.bits == 32) {
@@ -264,6 +273,69 @@ ALWAYS_INLINE void sr_f64_8(unsigned char *d, const unsigned char *s, __m256i il
             const __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_castsi256_si128(w));
             _mm_storel_epi64((__m128i *)(void *)d, b);
         }
+    }
+}
+
+/* 8 elements at s -> d (t.bits wide) by the general path, random words r of their indices */
+ALWAYS_INLINE void sr_f64_8(unsigned char *d, const unsigned char *s, __m256i r, const f64t t, int sat)
+{
+    const __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)s);
+    const __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32));
+    const __m256i q0 = sr_f64_4(u0, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(r)), t, sat);
+    const __m256i q1 = sr_f64_4(u1, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(r, 1)), t, sat);
+    st_f64_8(d, q0, q1, t);
+}
+
+/* an empty asm that makes v opaque, so that gcc keeps a hoisted constant in a register instead
+ * of rebuilding it in the loop (cvt_simd_impl.h's MXP_SIMD_PIN) */
+#define PIN(v) __asm__("" : "+x"(v))
+
+/* The elements i .. end (a multiple of 8 later) of one block of 2^32 indices, whose key is key
+ * and whose element i has the low index half lo. The inner loop holds only the fast path
+ * (sr_f64_4_fast, every magnitude of the step in [lo64, hi64]: a + oadd >= olim as signed
+ * 64-bit numbers, where a > hi64 wraps below olim and a < lo64 stays below); a step that fails
+ * the check takes the general path outside it. */
+ALWAYS_INLINE void sr_f64_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
+                              uint64_t key, const f64t t, int sat)
+{
+    const size_t ob = (size_t)t.bits / 8;
+    const long long lo64 = (long long)(1024 - t.bias) << 52;
+    const long long hi64 = ((long long)t.maxfin << (52 - t.m)) + ((long long)(1023 - t.bias) << 52);
+    __m256i khi = _mm256_set1_epi32((int)(uint32_t)(key >> 32));
+    __m256i step = _mm256_set1_epi32((int)(8u * MXP__SR_W));
+    __m256i absm = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll);
+    __m256i oadd = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll - hi64);
+    __m256i olim = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll - (hi64 - lo64));
+    __m256i m1 = _mm256_set1_epi32((int)MXP__SR_M1), m2 = _mm256_set1_epi32((int)MXP__SR_M2);
+    PIN(khi);
+    PIN(step);
+    PIN(absm);
+    PIN(oadd);
+    PIN(olim);
+    PIN(m1);
+    PIN(m2);
+    /* the Weyl states of the indices lo .. lo + 7 (kernels.h), 8 * W further per step */
+    __m256i il = _mm256_add_epi32(_mm256_set1_epi32((int)(lo * MXP__SR_W + (uint32_t)key)),
+                                  _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                     _mm256_set1_epi32((int)MXP__SR_W)));
+    while (i < end) {
+        for (; i < end; i += 8) {
+            const __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 8 * i));
+            const __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 8 * i + 32));
+            const __m256i a0 = _mm256_and_si256(u0, absm), a1 = _mm256_and_si256(u1, absm);
+            const __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi64(olim, _mm256_add_epi64(a0, oadd)),
+                                                _mm256_cmpgt_epi64(olim, _mm256_add_epi64(a1, oadd)));
+            if (!_mm256_testz_si256(bad, bad)) break;
+            const __m256i r = sr_words8(il, khi, m1, m2);
+            const __m256i q0 = sr_f64_4_fast(u0, a0, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(r)), t);
+            const __m256i q1 = sr_f64_4_fast(u1, a1, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(r, 1)), t);
+            st_f64_8(d + ob * i, q0, q1, t);
+            il = _mm256_add_epi32(il, step);
+        }
+        if (i >= end) break;
+        sr_f64_8(d + ob * i, s + 8 * i, sr_words8(il, khi, m1, m2), t, sat);
+        il = _mm256_add_epi32(il, step);
+        i += 8;
     }
 }
 
@@ -290,15 +362,8 @@ ALWAYS_INLINE void sr_from_f64(void *dst, const void *src, size_t n, const mxp__
         if ((uint64_t)cnt > room) cnt = (size_t)room;
         const size_t end = i + cnt / 8 * 8;
         const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
-        const __m256i khi = _mm256_set1_epi32((int)(uint32_t)(key >> 32));
-        /* the Weyl states of the indices lo .. lo + 7 (kernels.h), 8 * W further per step */
-        __m256i il = _mm256_add_epi32(_mm256_set1_epi32((int)(lo * MXP__SR_W + (uint32_t)key)),
-                                      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                                         _mm256_set1_epi32((int)MXP__SR_W)));
-        for (; i < end; i += 8) {
-            sr_f64_8(d + ob * i, s + 8 * i, il, khi, t, sat);
-            il = _mm256_add_epi32(il, _mm256_set1_epi32((int)(8u * MXP__SR_W)));
-        }
+        sr_f64_run(d, s, i, end, lo, key, t, sat);
+        i = end;
     }
     mxp__cvt_args b = *a;
     b.index0 = a->index0 + i;
