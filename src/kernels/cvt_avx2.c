@@ -260,6 +260,17 @@ PRIM void hw_f16_st2(void *p, V x, V y, int sat, int nt)
     if (nt) _mm256_stream_si256((__m256i *)p, h);
     else _mm256_storeu_si256((__m256i *)p, h);
 }
+/* The same conversion truncating (imm _MM_FROUND_TO_ZERO, MXCSR not consulted): for the
+ * stochastic fast path, whose inputs already carry the random bits (see cvt_simd_impl.h) and
+ * lie in float16's normal range up to max finite, so no lane overflows or is subnormal. */
+PRIM void hw_f16_st2_rz(void *p, V x, V y, int nt)
+{
+    const __m128i hx = _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_ZERO);
+    const __m128i hy = _mm256_cvtps_ph(_mm256_castsi256_ps(y), _MM_FROUND_TO_ZERO);
+    const V h = _mm256_set_m128i(hy, hx);
+    if (nt) _mm256_stream_si256((__m256i *)p, h);
+    else _mm256_storeu_si256((__m256i *)p, h);
+}
 PRIM V hw_f16_ld(const void *p)
 {
     return _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));

@@ -111,6 +111,11 @@ PRIM void hw_f16_st2(void *p, V x, V y, int sat, int nt)
     st16_words(p, _mm512_cvtps_ph(_mm512_castsi512_ps(x), _MM_FROUND_TO_NEAREST_INT),
                _mm512_cvtps_ph(_mm512_castsi512_ps(y), _MM_FROUND_TO_NEAREST_INT), 0x7C00, sat, nt);
 }
+PRIM void hw_f16_st2_rz(void *p, V x, V y, int nt) /* truncating: see cvt_avx2.c */
+{
+    st16_words(p, _mm512_cvtps_ph(_mm512_castsi512_ps(x), _MM_FROUND_TO_ZERO),
+               _mm512_cvtps_ph(_mm512_castsi512_ps(y), _MM_FROUND_TO_ZERO), 0x7C00, 0, nt);
+}
 PRIM V hw_f16_ld(const void *p)
 {
     return _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));

@@ -53,6 +53,9 @@
  *                             nt: a streaming store (p aligned to 4*VL bytes)
  *   hw_f16_ld(p)              VL float16 at p -> float32 bits (VCVTPH2PS: exact, DAZ ignored,
  *                             NaN quieted with the payload zero-filled = the reference)
+ *   hw_f16_st2_rz(p, x, y, nt)  as hw_f16_st2, truncating (imm round toward zero), no saturation:
+ *                             for the stochastic fast path (sr_run), whose lanes are float16
+ *                             normal up to max finite
  * and, with it, may define MXP_SIMD_HW_E5M2 with
  *   hw_e5m2_ld(p)             VL e5m2 bytes at p -> float32 bits through the float16 hardware
  *                             conversion (e5m2 b is the float16 b << 8)
@@ -664,6 +667,17 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
                 /* lane outside [lo, hi]: one signed compare, as sr_out */
                 const V a0 = v_and(u0, v_set1(0x7FFFFFFFu)), a1 = v_and(u1, v_set1(0x7FFFFFFFu));
                 if (m_any(m_or(m_gt(olim, v_add(a0, oadd)), m_gt(olim, v_add(a1, oadd))))) break;
+#ifdef MXP_SIMD_HW_F16
+                if (t.dt == MXP_FLOAT16) {
+                    /* the random bits added at the top of the 13 dropped ones, then a truncating
+                     * hardware conversion: a carry out of the dropped bits is the round up (into
+                     * the exponent when the mantissa was all ones), the sign stays; in range, no
+                     * lane can pass max finite (max finite itself drops only zeros) */
+                    hw_f16_st2_rz(d + 2 * i, v_add(u0, v_srli(r0, 19)), v_add(u1, v_srli(r1, 19)), nt);
+                    il = v_add(il, v_add(step, step));
+                    continue;
+                }
+#endif
                 st_narrow2(d + ob * i, sr_fast(u0, r0, t, sc, 0), sr_fast(u1, r1, t, sc, 0), t.bits, nt);
             }
             il = v_add(il, v_add(step, step));

@@ -164,9 +164,15 @@ EMU_FN simde__m256i emu_mm512_cvtps_ph(simde__m512 a, int rounding)
     memcpy(&lo, &a, 32);
     memcpy(&hi, (const char *)&a + 32, 32);
     __m128i hl, hh;
-    if (rounding != _MM_FROUND_TO_NEAREST_INT) __builtin_trap(); /* the kernels use only RNE */
-    hl = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT);
-    hh = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT);
+    if (rounding == _MM_FROUND_TO_NEAREST_INT) {
+        hl = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT);
+        hh = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT);
+    } else if (rounding == _MM_FROUND_TO_ZERO) { /* the stochastic fast path */
+        hl = _mm256_cvtps_ph(lo, _MM_FROUND_TO_ZERO);
+        hh = _mm256_cvtps_ph(hi, _MM_FROUND_TO_ZERO);
+    } else {
+        __builtin_trap(); /* the kernels use only these two */
+    }
     simde__m256i r;
     memcpy(&r, &hl, 16);
     memcpy((char *)&r + 16, &hh, 16);
