@@ -368,3 +368,178 @@ static void cvt_bf16_f32_hw__avx512(void *dst, const void *src, size_t n, const 
     narrow_loop(dst, src, n, a, SF_BF16_HW, 0);
 }
 void mxp__cvt_register_avx512_bf16(mxp__kernels *k) { k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE] = cvt_bf16_f32_hw__avx512; }
+
+/*
+ * Stochastic rounding from float64 on 8 64-bit lanes per vector, 16 elements per step: the
+ * algorithm of cvt_f64_avx2.c (see there; the same general path, the same fast path and range
+ * check), with mask registers for the selects and one vector of 16 random words per step.
+ * Integer-only, so MXCSR cannot change a result. Zeros take the fast path too here (a masked
+ * move), which on AVX2 would cost a blend per vector.
+ */
+typedef struct f64z {
+    int bits, m, bias, fn;
+    uint32_t maxfin, inf;
+} f64z;
+
+#define Q1(x) _mm512_set1_epi64((long long)(x))
+
+/* 8 doubles (bits u) and their random words r (zero-extended to 64-bit lanes) -> 8 target
+ * patterns in 64-bit lanes: every case (cvt_f64_avx2.c's sr_f64_4) */
+PRIM __m512i sr_f64z_general(__m512i u, __m512i r, const f64z t, int sat)
+{
+    const __m512i a = _mm512_and_si512(u, Q1(0x7FFFFFFFFFFFFFFFll));
+    const __m512i E = _mm512_srli_epi64(a, 52);
+    const __mmask8 nrm = _mm512_cmpgt_epi64_mask(E, Q1(1023 - t.bias));
+    const __m512i base = _mm512_mask_blend_epi64(
+        nrm, _mm512_or_si512(_mm512_and_si512(a, Q1(0xFFFFFFFFFFFFFll)), Q1(1ll << 52)),
+        _mm512_sub_epi64(a, Q1((long long)(1023 - t.bias) << 52)));
+    const __m512i sh = _mm512_mask_blend_epi64(nrm, _mm512_sub_epi64(Q1(1076 - t.bias - t.m), E), Q1(52 - t.m));
+    const __m512i q = _mm512_srlv_epi64(base, sh);
+    const __m512i F = _mm512_and_si512(_mm512_or_si512(_mm512_srlv_epi64(base, _mm512_sub_epi64(sh, Q1(32))),
+                                                       _mm512_sllv_epi64(base, _mm512_sub_epi64(Q1(32), sh))),
+                                       Q1(0xFFFFFFFFll));
+    const __mmask8 up = _mm512_cmpgt_epi64_mask(r, _mm512_xor_si512(F, Q1(0xFFFFFFFFll)));
+    __m512i mag = _mm512_mask_add_epi64(q, up, q, Q1(1));
+    mag = _mm512_mask_mov_epi64(mag, _mm512_cmpgt_epi64_mask(mag, Q1(t.maxfin)),
+                                Q1(sat ? t.maxfin : t.fn ? 0x7Fu : t.inf));
+    const __m512i nanv = t.fn ? Q1(0x7F)
+                              : _mm512_or_si512(Q1(t.inf | (1u << (t.m - 1))),
+                                                _mm512_srli_epi64(_mm512_and_si512(a, Q1(0xFFFFFFFFFFFFFll)), 52 - t.m));
+    mag = _mm512_mask_mov_epi64(mag, _mm512_cmpgt_epi64_mask(a, Q1(0x7FF0000000000000ll)), nanv);
+    return _mm512_or_si512(mag, _mm512_slli_epi64(_mm512_srli_epi64(u, 63), t.bits - 1));
+}
+
+/* the fast path (cvt_f64_avx2.c's sr_f64_4_fast) for lanes with lo64 <= a <= hi64, and +-0 for
+ * lanes with a == 0 (nz clear) */
+PRIM __m512i sr_f64z_fast(__m512i u, __m512i a, __mmask8 nz, __m512i r, const f64z t)
+{
+    const int D = 52 - t.m;
+    const __m512i rr = D >= 32 ? _mm512_slli_epi64(r, D - 32) : _mm512_srli_epi64(r, 32 - D);
+    const __m512i q = _mm512_srli_epi64(
+        _mm512_add_epi64(_mm512_sub_epi64(a, Q1((long long)(1023 - t.bias) << 52)), rr), D);
+    return _mm512_or_si512(_mm512_maskz_mov_epi64(nz, q), _mm512_slli_epi64(_mm512_srli_epi64(u, 63), t.bits - 1));
+}
+
+/* the low dwords of q0 then q1 (values < 2^32) as 16 elements of t.bits at d */
+PRIM void st_f64z(unsigned char *d, __m512i q0, __m512i q1, const f64z t)
+{
+    const __m512i lo = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i y = _mm512_permutex2var_epi32(q0, lo, q1);
+    if (t.bits == 32) _mm512_storeu_si512((void *)d, y);
+    else if (t.bits == 16) _mm256_storeu_si256((__m256i *)(void *)d, _mm512_cvtepi32_epi16(y));
+    else _mm_storeu_si128((__m128i *)(void *)d, _mm512_cvtepi32_epi8(y));
+}
+
+/* The elements i .. end (a multiple of 16 later) of one block of 2^32 indices (key; element i's
+ * low index half lo): the fast path in the inner loop, a failing step by the general path. */
+PRIM void sr_f64z_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
+                      uint64_t key, const f64z t, int sat)
+{
+    const size_t ob = (size_t)t.bits / 8;
+    const long long lo64 = (long long)(1024 - t.bias) << 52;
+    const long long hi64 = ((long long)t.maxfin << (52 - t.m)) + ((long long)(1023 - t.bias) << 52);
+    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(16u * MXP__SR_W);
+    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
+    __m512i absm = Q1(0x7FFFFFFFFFFFFFFFll), oadd = Q1(0x7FFFFFFFFFFFFFFFll - hi64),
+            olim = Q1(0x7FFFFFFFFFFFFFFFll - (hi64 - lo64));
+    /* the zero extension of words 0..7 / 8..15 to 64-bit lanes: even dwords get the words */
+    __m512i zx0 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    __m512i zx1 = _mm512_add_epi32(zx0, v_set1(8u));
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(khi);
+    MXP_SIMD_PIN(step);
+    MXP_SIMD_PIN(m1);
+    MXP_SIMD_PIN(m2);
+    MXP_SIMD_PIN(absm);
+    MXP_SIMD_PIN(oadd);
+    MXP_SIMD_PIN(olim);
+    MXP_SIMD_PIN(zx0);
+    MXP_SIMD_PIN(zx1);
+#endif
+    V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    while (i < end) {
+        for (; i < end; i += 16) {
+            const __m512i u0 = _mm512_loadu_si512((const void *)(s + 8 * i));
+            const __m512i u1 = _mm512_loadu_si512((const void *)(s + 8 * i + 64));
+            const __m512i a0 = _mm512_and_si512(u0, absm), a1 = _mm512_and_si512(u1, absm);
+            const __mmask8 nz0 = _mm512_test_epi64_mask(a0, a0), nz1 = _mm512_test_epi64_mask(a1, a1);
+            const __mmask8 bad0 = _mm512_mask_cmpgt_epi64_mask(nz0, olim, _mm512_add_epi64(a0, oadd));
+            const __mmask8 bad1 = _mm512_mask_cmpgt_epi64_mask(nz1, olim, _mm512_add_epi64(a1, oadd));
+            if ((bad0 | bad1) != 0) break;
+            const V r = sr_finish(sr_words_hi(il, khi, m1, m2));
+            const __m512i r0 = _mm512_maskz_permutexvar_epi32(0x5555, zx0, r);
+            const __m512i r1 = _mm512_maskz_permutexvar_epi32(0x5555, zx1, r);
+            st_f64z(d + ob * i, sr_f64z_fast(u0, a0, nz0, r0, t), sr_f64z_fast(u1, a1, nz1, r1, t), t);
+            il = v_add(il, step);
+        }
+        if (i >= end) break;
+        const V r = sr_finish(sr_words_hi(il, khi, m1, m2));
+        const __m512i u0 = _mm512_loadu_si512((const void *)(s + 8 * i));
+        const __m512i u1 = _mm512_loadu_si512((const void *)(s + 8 * i + 64));
+        st_f64z(d + ob * i, sr_f64z_general(u0, _mm512_maskz_permutexvar_epi32(0x5555, zx0, r), t, sat),
+                sr_f64z_general(u1, _mm512_maskz_permutexvar_epi32(0x5555, zx1, r), t, sat), t);
+        il = v_add(il, step);
+        i += 16;
+    }
+}
+
+PRIM void sr_from_f64z(void *dst, const void *src, size_t n, const mxp__cvt_args *a, mxp_dtype dt,
+                       const f64z t, int sat)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned char *d = (unsigned char *)dst;
+    const size_t ob = (size_t)t.bits / 8;
+    const mxp__cvt_fn ref = mxp__scalar_kernels()->cvt[dt][MXP_FLOAT64][MXP__SR];
+    size_t i = 0;
+    while (i + 16 <= n) {
+        const uint64_t idx = a->index0 + i;
+        const uint32_t lo = (uint32_t)idx;
+        const uint64_t room = 0x100000000ull - lo; /* indices before the low half wraps */
+        if (room < 16) { /* the reference re-keys the straddling elements */
+            mxp__cvt_args b = *a;
+            b.index0 = idx;
+            ref(d + ob * i, s + 8 * i, (size_t)room, &b);
+            i += (size_t)room;
+            continue;
+        }
+        size_t cnt = n - i;
+        if ((uint64_t)cnt > room) cnt = (size_t)room;
+        const size_t end = i + cnt / 16 * 16;
+        sr_f64z_run(d, s, i, end, lo, mxp__sr_key(a->seed, (uint32_t)(idx >> 32)), t, sat);
+        i = end;
+    }
+    mxp__cvt_args b = *a;
+    b.index0 = a->index0 + i;
+    if (i < n) ref(d + ob * i, s + 8 * i, n - i, &b);
+}
+
+#ifdef MXP_SIMD_NO_SPECIALISE
+#define SR_F64Z(name, dt, ...)                                                                   \
+    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)              \
+    {                                                                                            \
+        sr_from_f64z(dst, src, n, a, dt, (f64z){__VA_ARGS__}, a->saturate);                      \
+    }
+#else
+#define SR_F64Z(name, dt, ...)                                                                   \
+    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)              \
+    {                                                                                            \
+        const f64z t = {__VA_ARGS__};                                                            \
+        if (a->saturate) sr_from_f64z(dst, src, n, a, dt, t, 1);                                 \
+        else sr_from_f64z(dst, src, n, a, dt, t, 0);                                             \
+    }
+#endif
+/*                                     bits  m  bias fn maxfin       inf */
+SR_F64Z(cvt_f32_f64_sr__avx512, MXP_FLOAT32, 32, 23, 127, 0, 0x7F7FFFFFu, 0x7F800000u)
+SR_F64Z(cvt_f16_f64_sr__avx512, MXP_FLOAT16, 16, 10, 15, 0, 0x7BFFu, 0x7C00u)
+SR_F64Z(cvt_bf16_f64_sr__avx512, MXP_BFLOAT16, 16, 7, 127, 0, 0x7F7Fu, 0x7F80u)
+SR_F64Z(cvt_e4m3_f64_sr__avx512, MXP_FLOAT8_E4M3FN, 8, 3, 7, 1, 0x7Eu, 0u)
+SR_F64Z(cvt_e5m2_f64_sr__avx512, MXP_FLOAT8_E5M2, 8, 2, 15, 0, 0x7Bu, 0x7Cu)
+
+void mxp__cvt_register_f64_avx512(mxp__kernels *k)
+{
+    k->cvt[MXP_FLOAT32][MXP_FLOAT64][MXP__SR] = cvt_f32_f64_sr__avx512;
+    k->cvt[MXP_FLOAT16][MXP_FLOAT64][MXP__SR] = cvt_f16_f64_sr__avx512;
+    k->cvt[MXP_BFLOAT16][MXP_FLOAT64][MXP__SR] = cvt_bf16_f64_sr__avx512;
+    k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT64][MXP__SR] = cvt_e4m3_f64_sr__avx512;
+    k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT64][MXP__SR] = cvt_e5m2_f64_sr__avx512;
+}

@@ -140,6 +140,7 @@ static void build(mxp__isa_id isa)
         if (x86_detect().bf16) mxp__cvt_register_avx512_bf16(k);
 #endif
         mxp__cvt_register_f64_avx2(k);
+        mxp__cvt_register_f64_avx512(k); /* its stochastic entries replace the avx2 ones */
         mxp__finite_register_avx512(k);
 #if defined(MXP_AVX512_EMULATED)
         mxp__qmm_register_avx512(k, true); /* emulated: both variants run (test_qmatmul) */

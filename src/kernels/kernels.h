@@ -180,6 +180,8 @@ void mxp__f64_to_f32_odd_avx2(uint32_t *dst, const void *src, size_t n);
 void mxp__cvt_register_avx2(mxp__kernels *k);
 void mxp__finite_register_avx2(mxp__kernels *k);
 void mxp__cvt_register_avx512(mxp__kernels *k);
+/* stochastic rounding from float64 on AVX-512 (cvt_avx512.c); after mxp__cvt_register_f64_avx2 */
+void mxp__cvt_register_f64_avx512(mxp__kernels *k);
 /* avx512 table on a CPU with AVX512_BF16: float32 -> bfloat16 nearest-even by VCVTNEPS2BF16 */
 void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
 void mxp__finite_register_avx512(mxp__kernels *k);
