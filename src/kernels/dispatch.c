@@ -168,8 +168,8 @@ static void build(mxp__isa_id isa)
  * keeps the avx2 kernel where the measurements below say so. own[] keeps every kernel an ISA
  * file registered (tests check those bit for bit; bench_convert times both).
  *
- * Measured on an AMD EPYC Zen 4 (family 19h; AVX512 F/BW/VL/DQ, VNNI, BF16, no FP16; 2 vCPUs), 2026-11-24,
- * this code (the avx512 kernels without source prefetch, cvt_avx512.c): medians of three
+ * Measured on an AMD EPYC Zen 4 (family 19h; AVX512 F/BW/VL/DQ, VNNI, BF16, no FP16; 2 vCPUs),
+ * 2026-11-24, this code (the avx512 kernels without source prefetch, cvt_avx512.c): medians of three
  * `bench_convert --quick --csv` runs, one thread, ns/element, avx2 / avx512 (own kernels) at
  * 2^16 elements (in cache) and 2^26 (streaming stores, out of cache):
  *     conversion        2^16: avx2  avx512 ratio    2^26: avx2  avx512 ratio   avx512 table
@@ -220,8 +220,9 @@ static void build(mxp__isa_id isa)
  * AVX-512 steps, which store through VPMOVDB where the AVX2 ones use pack instructions; not
  * profiled) and win when memory-bound. f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties
  * (memory-bound at the limit either way) and keep the avx2 kernel (bf16->f32, a tie on both CPUs
- * at 2^26, keeps the avx512 kernel it always had). Intel AVX-512 parts have not been measured. Re-measure (bench_convert prints the rows avx2, avx512-own = the own
- * kernels and avx512 = this table) and edit the rows below. The composed pairs (cvt_compose.c:
+ * at 2^26, keeps the avx512 kernel it always had). Intel AVX-512 parts have not been measured.
+ * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
+ * table) and edit the rows below. The composed pairs (cvt_compose.c:
  * f16->bf16, bf16->e4m3fn, ...) run the table's float32 entries on 2048-element blocks, so they
  * follow the "small" choices.
  * Only the avx512 table mixes; the other tables are their ISA's own kernels.
