@@ -68,7 +68,7 @@ static void *run_job(void *p)
     const mxp__cvt_fn ref = mxp__scalar_kernels()->cvt[j->dst][MXP_FLOAT32][j->mode];
     const mxp__cvt_fn fn = j->k->cvt[j->dst][MXP_FLOAT32][j->mode];
     for (uint32_t g = j->first_block; g < j->first_block + j->nblocks && !j->bad; g++) {
-        const uint32_t b = j->stride * g + (mxp__fmix32(g) & (j->stride - 1u));
+        const uint32_t b = j->stride * g + (tu_fmix32(g) & (j->stride - 1u));
         const uint32_t base = (uint32_t)(b * BLOCK);
         for (size_t i = 0; i < BLOCK; i++) src[i] = base + (uint32_t)i;
         const mxp__cvt_args a = {j->sat, 0x5EEDull, base};
@@ -172,7 +172,7 @@ static void f64_check(const mxp__kernels *k, int dst, const uint64_t *x, size_t 
     for (int mode = 0; mode < MXP__NMODES; mode++)
         for (int sat = 0; sat < 2; sat++) {
             calls++;
-            const uint64_t index0 = calls % 4 == 0 ? 0xFFFFFFFFull - n / 2 : mxp__fmix32((uint32_t)calls) * 977ull;
+            const uint64_t index0 = calls % 4 == 0 ? 0xFFFFFFFFull - n / 2 : tu_fmix32((uint32_t)calls) * 977ull;
             const mxp__cvt_args a = {sat != 0, mode ? mxp__sr_key(calls, 7) : 1, mode ? index0 : 0};
             mxp__scalar_kernels()->cvt[dst][MXP_FLOAT64][mode](want, x, n, &a);
             k->cvt[dst][MXP_FLOAT64][mode](got, x, n, &a);
@@ -232,7 +232,7 @@ static void f64_sweep(const mxp__kernels *k, uint32_t every, size_t pstep)
             for (int u = -2; u <= 2; u++) x[n++] = f64_move(m, u);
             /* v's sign and exponent with a random mantissa (for stochastic rounding) */
             x[n++] = (tu_bits64(v) & 0xFFF0000000000000ull) |
-                     (((uint64_t)mxp__fmix32((uint32_t)p) << 32 | mxp__fmix32((uint32_t)p + 99u)) & 0xFFFFFFFFFFFFFull);
+                     (((uint64_t)tu_fmix32((uint32_t)p) << 32 | tu_fmix32((uint32_t)p + 99u)) & 0xFFFFFFFFFFFFFull);
         }
         f64_check(k, d, x, n);
     }
@@ -254,7 +254,7 @@ static void f64_sweep(const mxp__kernels *k, uint32_t every, size_t pstep)
         /* and one with f's sign and exponent and a random 52-bit mantissa (stochastic rounding
          * draws on all dropped bits) */
         x[n++] = (tu_bits64((double)f) & 0xFFF0000000000000ull) |
-                 (((uint64_t)mxp__fmix32(b) << 32 | mxp__fmix32(b ^ 0x5A5A5A5Au)) & 0xFFFFFFFFFFFFFull);
+                 (((uint64_t)tu_fmix32(b) << 32 | tu_fmix32(b ^ 0x5A5A5A5Au)) & 0xFFFFFFFFFFFFFull);
     }
     f64_check(k, MXP_FLOAT32, x, n);
     free(x);

@@ -96,7 +96,7 @@ static void *run_job(void *p)
 
         /* a power-of-two scale per block, one block in 16 */
         if ((b & 15u) == 5u && !j->msg[0]) {
-            const int e = (int)(mxp__fmix32(b) % 41u) - 20;
+            const int e = (int)(tu_fmix32(b) % 41u) - 20;
             const float s = tu_f32((uint32_t)(127 + e) << 23);
             for (size_t i = 0; i < BLOCK; i++) y[i] = xf[i] * s;
             slow(want, y, BLOCK, &SAT);

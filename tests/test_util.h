@@ -2,8 +2,8 @@
  * test_util.h - small helpers every test shares (header-only, tests/ only; no cmocka needed, so
  * the dependency-free tests/isa_check.c uses it too).
  *   - bit casts between floats and their patterns;
- *   - a seeded generator (splitmix64) with its state in the caller, so each test has its own
- *     reproducible stream;
+ *   - a stateless scrambler (tu_fmix32) and a seeded generator (splitmix64) with its state in
+ *     the caller, so each test has its own reproducible stream;
  *   - reading element i of an array of 1/2/4/8-byte elements as a number, and finding the first
  *     element where two arrays differ (for messages that name the index, input, want and got);
  *   - "mostly regular" float32 data for the SIMD tests (tu_fill_mix).
@@ -14,6 +14,18 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/* murmur3's 32-bit finaliser: a cheap stateless scrambler for test data (not the library's
+ * stochastic-rounding hash, which is kernels.h's mxp__sr_bits) */
+static inline uint32_t tu_fmix32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x85EBCA6Bu;
+    x ^= x >> 13;
+    x *= 0xC2B2AE35u;
+    x ^= x >> 16;
+    return x;
+}
 
 static inline float tu_f32(uint32_t bits)
 {

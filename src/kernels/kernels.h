@@ -221,16 +221,6 @@ void mxp__finite_register_neon(mxp__kernels *k);
 #define MXP__SR_M1 0x7FEB352Du /* the two multipliers of a low-bias 32-bit integer hash */
 #define MXP__SR_M2 0x846CA68Bu
 
-static inline uint32_t mxp__fmix32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x85EBCA6Bu;
-    x ^= x >> 13;
-    x *= 0xC2B2AE35u;
-    x ^= x >> 16;
-    return x;
-}
-
 /* splitmix64 of (seed, high half of the index): 64 key bits, split as lo/hi 32-bit keys. */
 static inline uint64_t mxp__sr_key(uint64_t seed, uint32_t index_hi)
 {
