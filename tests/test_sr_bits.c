@@ -57,17 +57,12 @@ static uint32_t gen_double_fmix(uint64_t seed, uint64_t index)
     return fmix(fmix((uint32_t)index ^ (uint32_t)key) + (uint32_t)(key >> 32));
 }
 
-/* control 2: the library's rounds without the Weyl step (index + key instead of index * W + key) */
+/* control 2: the library's rounds without the Weyl step (index + key instead of index * W + key):
+ * the library's own function at index * W^-1 (mod 2^32), so that the control follows its rounds */
+#define SR_W_INV 0x144CBC89u /* W * W_INV = 1 mod 2^32 (checked in main) */
 static uint32_t gen_no_weyl(uint64_t seed, uint64_t index)
 {
-    const uint64_t key = mxp__sr_key(seed, (uint32_t)(index >> 32));
-    uint32_t x = (uint32_t)index + (uint32_t)key;
-    x ^= x >> 16;
-    x *= MXP__SR_M1;
-    x ^= x >> 15;
-    x += (uint32_t)(key >> 32);
-    x *= MXP__SR_M2;
-    return x ^ (x >> 21);
+    return mxp__sr_bits_k(mxp__sr_key(seed, (uint32_t)(index >> 32)), (uint32_t)index * SR_W_INV);
 }
 
 #define N_WORDS (1u << 21)
@@ -225,6 +220,10 @@ static void words_are_distinct_within_a_block(void **state)
 
 int main(void)
 {
+    if ((uint32_t)(MXP__SR_W * SR_W_INV) != 1u) {
+        fprintf(stderr, "test_sr_bits: SR_W_INV is not the inverse of MXP__SR_W\n");
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(library_words_pass),
         cmocka_unit_test(battery_passes_a_good_hash),
