@@ -674,11 +674,11 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
                      * the exponent when the mantissa was all ones), the sign stays; in range, no
                      * lane can pass max finite (max finite itself drops only zeros) */
                     hw_f16_st2_rz(d + 2 * i, v_add(u0, v_srli(r0, 19)), v_add(u1, v_srli(r1, 19)), nt);
-                    il = v_add(il, v_add(step, step));
-                    continue;
-                }
+                } else
 #endif
-                st_narrow2(d + ob * i, sr_fast(u0, r0, t, sc, 0), sr_fast(u1, r1, t, sc, 0), t.bits, nt);
+                {
+                    st_narrow2(d + ob * i, sr_fast(u0, r0, t, sc, 0), sr_fast(u1, r1, t, sc, 0), t.bits, nt);
+                }
             }
             il = v_add(il, v_add(step, step));
         }
