@@ -83,6 +83,10 @@
  *                             is NaN (subnormal and +-0 results too; 1: a lane was below the
  *                             normal range, 2: none was), else 0 with nothing stored; tried
  *                             first when narrow8_fast4 fails, in a run while it returns 1
+ *   MXP_SIMD_SR8_FAST with sr8_fast2(p, u0, u1, r0, r1, D, lo, hi, rebias, nt): 2*VL float32
+ *                             -> float8 stochastically rounded with the words r0, r1 (their top
+ *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is
+ *                             in [lo, hi) (sr_consts), else false with nothing stored
  *   MXP_SIMD_NARROW8_SUB with narrow8_sub2(p, x, y, D, add, lo, hi, scale, nt): 2*VL float32 ->
  *                             float8 nearest-even at p when no lane overflows or is NaN (normal
  *                             and subnormal results alike), else false with nothing stored
@@ -663,7 +667,13 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
                 if (m_any(m_or(bf16_bad(u0), bf16_bad(u1)))) break;
 #endif
                 st_narrow2(d + 2 * i, bf16_fast(u0, r0, 1, sat), bf16_fast(u1, r1, 1, sat), 16, nt);
-            } else {
+            }
+#ifdef MXP_SIMD_SR8_FAST
+            else if (t.bits == 8) {
+                if (!sr8_fast2(d + i, u0, u1, r0, r1, 23 - t.m, sc.lo, sc.hi, sc.rebias, nt)) break;
+            }
+#endif
+            else {
                 /* lane outside [lo, hi]: one signed compare, as sr_out */
                 const V a0 = v_and(u0, v_set1(0x7FFFFFFFu)), a1 = v_and(u1, v_set1(0x7FFFFFFFu));
                 if (m_any(m_or(m_gt(olim, v_add(a0, oadd)), m_gt(olim, v_add(a1, oadd))))) break;

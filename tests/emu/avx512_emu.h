@@ -64,6 +64,15 @@ EMU_FN simde__mmask16 emu_mm512_cmpgt_epu32_mask(simde__m512i a, simde__m512i b)
     return (simde__mmask16)m;
 }
 
+/* VPCMPUW k, a, b, 6: bit i = a[i] > b[i], 32 unsigned 16-bit lanes */
+EMU_FN simde__mmask32 emu_mm512_cmpgt_epu16_mask(simde__m512i a, simde__m512i b)
+{
+    const emu_u16x32 x = emu_lanes16(a), y = emu_lanes16(b);
+    uint32_t m = 0;
+    for (int i = 0; i < 32; i++) m |= (uint32_t)(x.v[i] > y.v[i]) << i;
+    return (simde__mmask32)m;
+}
+
 /* VPMULLD: low 32 bits of each product (SIMDe 0.7.4's portable version multiplies signed ints,
  * which is undefined behaviour on overflow and trips UBSan) */
 EMU_FN simde__m512i emu_mm512_mullo_epi32(simde__m512i a, simde__m512i b)
@@ -247,6 +256,7 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #undef _mm512_madd_epi16
 #define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
 #define _mm512_cmpgt_epu32_mask emu_mm512_cmpgt_epu32_mask
+#define _mm512_cmpgt_epu16_mask emu_mm512_cmpgt_epu16_mask
 #define _mm512_mullo_epi32 emu_mm512_mullo_epi32
 #define _mm512_cmpeq_epi16_mask emu_mm512_cmpeq_epi16_mask
 #define _mm512_mask_sub_epi16 emu_mm512_mask_sub_epi16
