@@ -197,10 +197,14 @@ PRIM V n8w_word(V x, V y, V ihi, V ilo)
     const V h = _mm512_permutex2var_epi16(x, ihi, y), l = _mm512_permutex2var_epi16(x, ilo, y);
     return _mm512_or_si512(h, _mm512_min_epu16(l, _mm512_set1_epi16(1)));
 }
+/* x >> Dw on 16-bit lanes, Dw = 4 (e4m3fn) or 5 (e5m2): written with literal counts because the
+ * emulated intrinsics (SIMDe under clang) insist on a constant expression; inlined, the branch
+ * folds away */
+PRIM V srli16_dw(V x, int Dw) { return Dw == 4 ? _mm512_srli_epi16(x, 4) : _mm512_srli_epi16(x, 5); }
 PRIM V n8w_tq(V w, int Dw, V k)
 {
-    const V lsb = _mm512_and_si512(_mm512_srli_epi16(w, (unsigned)Dw), _mm512_set1_epi16(1));
-    return _mm512_srli_epi16(_mm512_add_epi16(_mm512_add_epi16(w, k), lsb), (unsigned)Dw);
+    const V lsb = _mm512_and_si512(srli16_dw(w, Dw), _mm512_set1_epi16(1));
+    return srli16_dw(_mm512_add_epi16(_mm512_add_epi16(w, k), lsb), Dw);
 }
 PRIM __mmask32 n8w_bad(V tq, V qm, V mn, V span)
 {
@@ -258,7 +262,7 @@ PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
     const V t0 = _mm512_add_epi32(u0, _mm512_srli_epi32(r0, (unsigned)(32 - D)));
     const V t1 = _mm512_add_epi32(u1, _mm512_srli_epi32(r1, (unsigned)(32 - D)));
     const V w = _mm512_permutex2var_epi16(t0, ihi, t1);
-    const V tq = _mm512_srli_epi16(_mm512_sub_epi16(w, _mm512_set1_epi16((short)(rebias >> 16))), (unsigned)Dw);
+    const V tq = srli16_dw(_mm512_sub_epi16(w, _mm512_set1_epi16((short)(rebias >> 16))), Dw);
     const __m256i b = _mm512_cvtepi16_epi8(n8w_byte(tq, Dw));
     if (nt) _mm256_stream_si256((__m256i *)p, b);
     else _mm256_storeu_si256((__m256i *)p, b);

@@ -256,6 +256,7 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #undef _mm512_madd_epi16
 #define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
 #define _mm512_cmpgt_epu32_mask emu_mm512_cmpgt_epu32_mask
+#undef _mm512_cmpgt_epu16_mask /* clang's avx512bwintrin.h defines it as a macro */
 #define _mm512_cmpgt_epu16_mask emu_mm512_cmpgt_epu16_mask
 #define _mm512_mullo_epi32 emu_mm512_mullo_epi32
 #define _mm512_cmpeq_epi16_mask emu_mm512_cmpeq_epi16_mask
