@@ -185,8 +185,9 @@ PRIM void n8_store4(void *p, V b0, V b1, V b2, V b3, int nt)
  * bit and "anything below it nonzero", which w keeps. The arithmetic is n8_tq's modulo 2^16:
  *   tq = (w + add_w + bit (D - 16) of w) >> (D - 16),   add_w = add >> 16,
  * which gives the same S << (15 - D') | q as the dword tq (add's low half is 0xFFFF and its
- * high half 2^(D'-1) - 1 - rebias >> 16: the floor division splits). Then the range test and the
- * byte as above, on 32 lanes at once, and VPACKUSWB + VPERMQ put 64 bytes in order.
+ * high half 2^(D'-1) - 1 - rebias >> 16: the floor division splits). Then the range test as
+ * above and the byte by VPMADDUBSW, on 32 lanes at once, and VPACKUSWB + VPERMQ put 64 bytes in
+ * order.
  * AMD Zen 5, f32 -> e4m3fn in cache: 0.058 ns/element with the dword step (n8_tq, n8_bad,
  * n8_byte, which the zero-aware and tiny-aware steps below still use), 0.046-0.049 with this
  * one; e5m2 0.050 -> 0.037 (bench/RESULTS.md, session 12). Not yet timed on Zen 4; its
