@@ -527,6 +527,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                         tiny_prev = 1;
                         continue;
                     }
+                    tiny_prev = 0; /* the loop is entered afresh after the other paths */
 #endif
                     break;
                 }
