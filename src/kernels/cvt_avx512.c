@@ -239,6 +239,37 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
     return true;
 }
 
+/* narrow8_fast4 that also takes +-0 lanes (ReLU outputs), on 16-bit lanes: 0 = not stored (a
+ * lane subnormal, overflowing or NaN), 1 = stored with a zero lane, 2 = stored without one. A
+ * lane is +-0 iff its word w = hi | (lo != 0) has w & 0x7FFF == 0; its byte is its sign. Tried
+ * before narrow8_fast4t (dword arithmetic, subnormal results too) in the run that follows a
+ * failed fast step. */
+#define MXP_SIMD_NARROW8_FAST_WZ 1
+PRIM int narrow8_fast4wz(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq, int nt)
+{
+    const int Dw = D - 16;
+    const V i4 = _mm512_slli_epi32(v_iota(), 2);
+    const V ilo = _mm512_add_epi32(_mm512_or_si512(i4, _mm512_slli_epi32(i4, 16)), v_set1(0x00020000u));
+    const V ihi = _mm512_add_epi32(ilo, v_set1(0x00010001u));
+    const V k = _mm512_set1_epi16((short)(add >> 16)), qm = _mm512_set1_epi16((short)((1u << (15 - Dw)) - 1u)),
+            mn = _mm512_set1_epi16((short)minq), span = _mm512_set1_epi16((short)(maxq - minq)),
+            mag = _mm512_set1_epi16(0x7FFF), sgn = _mm512_set1_epi16(0x80);
+    const V w0 = n8w_word(x, y, ihi, ilo), w1 = n8w_word(z, w, ihi, ilo);
+    const __mmask32 z0 = _mm512_testn_epi16_mask(w0, mag), z1 = _mm512_testn_epi16_mask(w1, mag);
+    const V t0 = n8w_tq(w0, Dw, k), t1 = n8w_tq(w1, Dw, k);
+    if (((n8w_bad(t0, qm, mn, span) & ~z0) | (n8w_bad(t1, qm, mn, span) & ~z1)) != 0) return 0;
+    const V b0 = _mm512_mask_mov_epi16(n8w_byte(t0, Dw), z0, _mm512_and_si512(_mm512_srli_epi16(w0, 8), sgn));
+    const V b1 = _mm512_mask_mov_epi16(n8w_byte(t1, Dw), z1, _mm512_and_si512(_mm512_srli_epi16(w1, 8), sgn));
+    const V v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(b0, b1));
+    if (nt) {
+        _mm256_stream_si256((__m256i *)p, _mm512_castsi512_si256(v));
+        _mm256_stream_si256((__m256i *)p + 1, _mm512_extracti64x4_epi64(v, 1));
+    } else {
+        _mm512_storeu_si512(p, v);
+    }
+    return (z0 | z1) != 0 ? 1 : 2;
+}
+
 /*
  * Stochastic rounding to float8 on 16-bit lanes (the fast loop of sr_run): the random bits are
  * added to the float32 bits as in sr_fast, t = u + (r >> (32 - D)) (in range, the carry stops

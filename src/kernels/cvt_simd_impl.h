@@ -84,6 +84,9 @@
  *                             normal range, 2: none was), else 0 with nothing stored; tried
  *                             first when narrow8_fast4 fails: inside the fast loop for a lone
  *                             failing step, in a run while it returns 1 otherwise
+ *   MXP_SIMD_NARROW8_FAST_WZ with narrow8_fast4wz(p, x, y, z, w, D, add, minq, maxq, nt): as
+ *                             narrow8_fast4z (+-0 lanes accepted, same results), tried before
+ *                             narrow8_fast4t in its run
  *   MXP_SIMD_SR8_FAST with sr8_fast2(p, u0, u1, r0, r1, D, lo, hi, rebias, nt): 2*VL float32
  *                             -> float8 stochastically rounded with the words r0, r1 (their top
  *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is
@@ -557,7 +560,14 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                  * nearly all), at most 32, then the widest loop again */
                 const size_t i0 = i, zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
                 for (; i + 4 * VL <= zend; i += 4 * VL) {
+#ifdef MXP_SIMD_NARROW8_FAST_WZ
+                    const unsigned char *q = s + 4 * i;
+                    int r = narrow8_fast4wz(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL), ld32(q + 12 * VL),
+                                            23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
+                    if (r == 0) r = narrow8_fast4t(d + i, q, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
+#else
                     const int r = narrow8_fast4t(d + i, s + 4 * i, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
+#endif
                     if (r == 1) continue;
                     if (r == 2) i += 4 * VL;
                     break;

@@ -73,6 +73,15 @@ EMU_FN simde__mmask32 emu_mm512_cmpgt_epu16_mask(simde__m512i a, simde__m512i b)
     return (simde__mmask32)m;
 }
 
+/* VPTESTNMW k, a, b: bit i set when a[i] & b[i] == 0, 32 16-bit lanes */
+EMU_FN simde__mmask32 emu_mm512_testn_epi16_mask(simde__m512i a, simde__m512i b)
+{
+    const emu_u16x32 x = emu_lanes16(a), y = emu_lanes16(b);
+    uint32_t m = 0;
+    for (int i = 0; i < 32; i++) m |= (uint32_t)((x.v[i] & y.v[i]) == 0) << i;
+    return (simde__mmask32)m;
+}
+
 /* VPMULLD: low 32 bits of each product (SIMDe 0.7.4's portable version multiplies signed ints,
  * which is undefined behaviour on overflow and trips UBSan) */
 EMU_FN simde__m512i emu_mm512_mullo_epi32(simde__m512i a, simde__m512i b)
@@ -258,6 +267,8 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #define _mm512_cmpgt_epu32_mask emu_mm512_cmpgt_epu32_mask
 #undef _mm512_cmpgt_epu16_mask /* clang's avx512bwintrin.h defines it as a macro */
 #define _mm512_cmpgt_epu16_mask emu_mm512_cmpgt_epu16_mask
+#undef _mm512_testn_epi16_mask
+#define _mm512_testn_epi16_mask emu_mm512_testn_epi16_mask
 #define _mm512_mullo_epi32 emu_mm512_mullo_epi32
 #define _mm512_cmpeq_epi16_mask emu_mm512_cmpeq_epi16_mask
 #define _mm512_mask_sub_epi16 emu_mm512_mask_sub_epi16
