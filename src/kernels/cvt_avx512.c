@@ -217,25 +217,44 @@ PRIM V n8w_byte(V tq, int Dw)
      * with bytes (1, 2^Dw) gives q + S * 128 (cvt_avx2.c's narrow8_store4) */
     return _mm512_maddubs_epi16(tq, _mm512_set1_epi16((short)(1 | (1 << Dw) << 8)));
 }
-PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq,
-                        int nt)
+/* The word step's constants: VPERMT2W indices of the low / high words of two vectors in element
+ * order (dword lane i: words 4i and 4i + 2, then + 1), and n8w_tq's / n8w_bad's constants. */
+typedef struct n8w_c {
+    V ilo, ihi, k, qm, mn, span;
+    int Dw;
+} n8w_c;
+PRIM n8w_c n8w_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
 {
-    const int Dw = D - 16;
-    const V i4 = _mm512_slli_epi32(v_iota(), 2); /* dword lane i: words 4i and 4i + 2, then + 1 */
-    const V ilo = _mm512_add_epi32(_mm512_or_si512(i4, _mm512_slli_epi32(i4, 16)), v_set1(0x00020000u));
-    const V ihi = _mm512_add_epi32(ilo, v_set1(0x00010001u));
-    const V k = _mm512_set1_epi16((short)(add >> 16)), qm = _mm512_set1_epi16((short)((1u << (15 - Dw)) - 1u)),
-            mn = _mm512_set1_epi16((short)minq), span = _mm512_set1_epi16((short)(maxq - minq));
-    const V t0 = n8w_tq(n8w_word(x, y, ihi, ilo), Dw, k), t1 = n8w_tq(n8w_word(z, w, ihi, ilo), Dw, k);
-    if ((n8w_bad(t0, qm, mn, span) | n8w_bad(t1, qm, mn, span)) != 0) return false;
-    const V b = _mm512_packus_epi16(n8w_byte(t0, Dw), n8w_byte(t1, Dw));
-    const V v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), b);
+    n8w_c c;
+    const V i4 = _mm512_slli_epi32(v_iota(), 2);
+    c.ilo = _mm512_add_epi32(_mm512_or_si512(i4, _mm512_slli_epi32(i4, 16)), v_set1(0x00020000u));
+    c.ihi = _mm512_add_epi32(c.ilo, v_set1(0x00010001u));
+    c.Dw = D - 16;
+    c.k = _mm512_set1_epi16((short)(add >> 16));
+    c.qm = _mm512_set1_epi16((short)((1u << (15 - c.Dw)) - 1u));
+    c.mn = _mm512_set1_epi16((short)minq);
+    c.span = _mm512_set1_epi16((short)(maxq - minq));
+    return c;
+}
+/* two vectors of 32 byte lanes (words < 256) -> 64 bytes at p in element order; streaming as two
+ * 32-byte stores (p is only 2*VL = 32-byte aligned there, as n8_store4) */
+PRIM void n8w_store(void *p, V b0, V b1, int nt)
+{
+    const V v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(b0, b1));
     if (nt) {
         _mm256_stream_si256((__m256i *)p, _mm512_castsi512_si256(v));
         _mm256_stream_si256((__m256i *)p + 1, _mm512_extracti64x4_epi64(v, 1));
     } else {
         _mm512_storeu_si512(p, v);
     }
+}
+PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq,
+                        int nt)
+{
+    const n8w_c c = n8w_consts(D, add, minq, maxq);
+    const V t0 = n8w_tq(n8w_word(x, y, c.ihi, c.ilo), c.Dw, c.k), t1 = n8w_tq(n8w_word(z, w, c.ihi, c.ilo), c.Dw, c.k);
+    if ((n8w_bad(t0, c.qm, c.mn, c.span) | n8w_bad(t1, c.qm, c.mn, c.span)) != 0) return false;
+    n8w_store(p, n8w_byte(t0, c.Dw), n8w_byte(t1, c.Dw), nt);
     return true;
 }
 
@@ -247,26 +266,14 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
 #define MXP_SIMD_NARROW8_FAST_WZ 1
 PRIM int narrow8_fast4wz(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq, int nt)
 {
-    const int Dw = D - 16;
-    const V i4 = _mm512_slli_epi32(v_iota(), 2);
-    const V ilo = _mm512_add_epi32(_mm512_or_si512(i4, _mm512_slli_epi32(i4, 16)), v_set1(0x00020000u));
-    const V ihi = _mm512_add_epi32(ilo, v_set1(0x00010001u));
-    const V k = _mm512_set1_epi16((short)(add >> 16)), qm = _mm512_set1_epi16((short)((1u << (15 - Dw)) - 1u)),
-            mn = _mm512_set1_epi16((short)minq), span = _mm512_set1_epi16((short)(maxq - minq)),
-            mag = _mm512_set1_epi16(0x7FFF), sgn = _mm512_set1_epi16(0x80);
-    const V w0 = n8w_word(x, y, ihi, ilo), w1 = n8w_word(z, w, ihi, ilo);
+    const n8w_c c = n8w_consts(D, add, minq, maxq);
+    const V mag = _mm512_set1_epi16(0x7FFF), sgn = _mm512_set1_epi16(0x80);
+    const V w0 = n8w_word(x, y, c.ihi, c.ilo), w1 = n8w_word(z, w, c.ihi, c.ilo);
     const __mmask32 z0 = _mm512_testn_epi16_mask(w0, mag), z1 = _mm512_testn_epi16_mask(w1, mag);
-    const V t0 = n8w_tq(w0, Dw, k), t1 = n8w_tq(w1, Dw, k);
-    if (((n8w_bad(t0, qm, mn, span) & ~z0) | (n8w_bad(t1, qm, mn, span) & ~z1)) != 0) return 0;
-    const V b0 = _mm512_mask_mov_epi16(n8w_byte(t0, Dw), z0, _mm512_and_si512(_mm512_srli_epi16(w0, 8), sgn));
-    const V b1 = _mm512_mask_mov_epi16(n8w_byte(t1, Dw), z1, _mm512_and_si512(_mm512_srli_epi16(w1, 8), sgn));
-    const V v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(b0, b1));
-    if (nt) {
-        _mm256_stream_si256((__m256i *)p, _mm512_castsi512_si256(v));
-        _mm256_stream_si256((__m256i *)p + 1, _mm512_extracti64x4_epi64(v, 1));
-    } else {
-        _mm512_storeu_si512(p, v);
-    }
+    const V t0 = n8w_tq(w0, c.Dw, c.k), t1 = n8w_tq(w1, c.Dw, c.k);
+    if (((n8w_bad(t0, c.qm, c.mn, c.span) & ~z0) | (n8w_bad(t1, c.qm, c.mn, c.span) & ~z1)) != 0) return 0;
+    n8w_store(p, _mm512_mask_mov_epi16(n8w_byte(t0, c.Dw), z0, _mm512_and_si512(_mm512_srli_epi16(w0, 8), sgn)),
+              _mm512_mask_mov_epi16(n8w_byte(t1, c.Dw), z1, _mm512_and_si512(_mm512_srli_epi16(w1, 8), sgn)), nt);
     return (z0 | z1) != 0 ? 1 : 2;
 }
 
@@ -284,8 +291,7 @@ PRIM int narrow8_fast4wz(void *p, V x, V y, V z, V w, int D, uint32_t add, uint3
 PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
 {
     const int Dw = D - 16;
-    const V i4 = _mm512_slli_epi32(v_iota(), 2);
-    const V ihi = _mm512_add_epi32(_mm512_or_si512(i4, _mm512_slli_epi32(i4, 16)), v_set1(0x00030001u));
+    const V ihi = n8w_consts(D, 0, 0, 0).ihi; /* (the other constants fold away) */
     const V hw = _mm512_permutex2var_epi16(u0, ihi, u1);
     const V aw = _mm512_and_si512(hw, _mm512_set1_epi16(0x7FFF));
     if (_mm512_cmpgt_epu16_mask(_mm512_sub_epi16(aw, _mm512_set1_epi16((short)(lo >> 16))),
