@@ -223,12 +223,17 @@ typedef struct n8w_c {
     V ilo, ihi, k, qm, mn, span;
     int Dw;
 } n8w_c;
+PRIM V n8w_ilo(void)
+{
+    const V i4 = _mm512_slli_epi32(v_iota(), 2);
+    return _mm512_add_epi32(_mm512_or_si512(i4, _mm512_slli_epi32(i4, 16)), v_set1(0x00020000u));
+}
+PRIM V n8w_ihi(void) { return _mm512_add_epi32(n8w_ilo(), v_set1(0x00010001u)); }
 PRIM n8w_c n8w_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
 {
     n8w_c c;
-    const V i4 = _mm512_slli_epi32(v_iota(), 2);
-    c.ilo = _mm512_add_epi32(_mm512_or_si512(i4, _mm512_slli_epi32(i4, 16)), v_set1(0x00020000u));
-    c.ihi = _mm512_add_epi32(c.ilo, v_set1(0x00010001u));
+    c.ilo = n8w_ilo();
+    c.ihi = n8w_ihi();
     c.Dw = D - 16;
     c.k = _mm512_set1_epi16((short)(add >> 16));
     c.qm = _mm512_set1_epi16((short)((1u << (15 - c.Dw)) - 1u));
@@ -291,7 +296,7 @@ PRIM int narrow8_fast4wz(void *p, V x, V y, V z, V w, int D, uint32_t add, uint3
 PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
 {
     const int Dw = D - 16;
-    const V ihi = n8w_consts(D, 0, 0, 0).ihi; /* (the other constants fold away) */
+    const V ihi = n8w_ihi();
     const V hw = _mm512_permutex2var_epi16(u0, ihi, u1);
     const V aw = _mm512_and_si512(hw, _mm512_set1_epi16(0x7FFF));
     if (_mm512_cmpgt_epu16_mask(_mm512_sub_epi16(aw, _mm512_set1_epi16((short)(lo >> 16))),
