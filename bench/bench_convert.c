@@ -151,29 +151,38 @@ static void run_work(void *p)
 }
 
 /* Source data: float32 values spread over [-8, 8] (plus the other formats converted from them);
- * with --relu every other value (at random) is +0, like the output of a ReLU. */
+ * with --relu every other value (at random) is +0, like the output of a ReLU. Every element is
+ * drawn afresh: until 2026-11-26 a block of 4096 values was repeated over the buffer, and on Zen 5
+ * that periodic source made the AVX-512 float8 encodes at 2^26 30% slower than on the same
+ * values drawn without a period (0.165 against 0.125 ns/element, bench/RESULTS.md session 13);
+ * real tensors have no period of 16 KiB, and a period also lets the branch predictor learn which
+ * steps leave the fast loop. */
 static bool relu;
 static void fill_src(unsigned char *src, int dt, size_t n)
 {
+    enum { CHUNK = 4096 };
     uint64_t s = 88172645463325252ull;
-    float *f = malloc(4096 * sizeof *f);
-    unsigned char *tmp = malloc(4096 * 8);
+    float *f = malloc(CHUNK * sizeof *f);
+    unsigned char *tmp = malloc(CHUNK * 8);
     if (!f || !tmp) {
         free(f);
         free(tmp);
         memset(src, 0x3C, n * mxp_dtype_size((mxp_dtype)dt));
         return;
     }
-    for (int i = 0; i < 4096; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        f[i] = (float)((double)(s >> 11) * 0x1p-53 * 16.0 - 8.0);
-        if (relu && (s >> 7) % 2) f[i] = 0.0f;
-    }
     const size_t sz = mxp_dtype_size((mxp_dtype)dt);
-    mxp_convert(tmp, (mxp_dtype)dt, f, MXP_FLOAT32, 4096);
-    for (size_t i = 0; i < n; i += 4096) memcpy(src + i * sz, tmp, (n - i < 4096 ? n - i : 4096) * sz);
+    for (size_t i = 0; i < n; i += CHUNK) {
+        const size_t len = n - i < CHUNK ? n - i : CHUNK;
+        for (size_t j = 0; j < len; j++) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            f[j] = (float)((double)(s >> 11) * 0x1p-53 * 16.0 - 8.0);
+            if (relu && (s >> 7) % 2) f[j] = 0.0f;
+        }
+        mxp_convert(tmp, (mxp_dtype)dt, f, MXP_FLOAT32, len);
+        memcpy(src + i * sz, tmp, len * sz);
+    }
     free(f);
     free(tmp);
 }
