@@ -480,7 +480,13 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  * ahead made the streaming float32 -> float8 passes 10-20% slower (f32->e5m2 sat 0.188-0.189
  * with it, 0.154-0.163 without; f32->e4m3fn sat 0.193-0.198 / 0.167-0.176), left the stochastic
  * ones unchanged (compute-bound) and, in a bare loop of loads and 64-byte streaming stores,
- * cost 10-15% too; the hardware prefetchers keep up with a linear read on their own there. */
+ * cost 10-15% too; the hardware prefetchers keep up with a linear read on their own there.
+ * The runs of zero-aware float8 steps (ReLU data) do prefetch (MXP_SIMD_PREFETCH_RUN): the fast
+ * loop is left and re-entered every 32 steps there, and on the AMD EPYC Zen 5, 2^26 elements,
+ * one thread, random ReLU data (half +0), f32->e4m3fn went 0.165-0.166 -> 0.119-0.121 ns/element
+ * and f32->e5m2 0.168-0.169 -> 0.115-0.118 (the limit: about 0.095), uniform data unchanged. */
+#define MXP_SIMD_PREFETCH_DIST 2048
+#define MXP_SIMD_PREFETCH_RUN(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
 #include "cvt_simd_impl.h"
 

@@ -106,7 +106,9 @@
  * read-for-ownership of every destination line) and MXP_SIMD_NT_FENCE(), and may define
  * MXP_SIMD_PREFETCH(p) with MXP_SIMD_PREFETCH_DIST (bytes): streaming loops then prefetch their
  * source that far ahead (a prefetch never faults, so running past the end is harmless), except
- * the hardware float16 narrowing, which it slowed down.
+ * the hardware float16 narrowing, which it slowed down; or only MXP_SIMD_PREFETCH_RUN(p) (with
+ * MXP_SIMD_PREFETCH_DIST): then only the float8 runs of zero-aware steps that follow a failed
+ * fast step prefetch (ReLU data, where the fast loop is left every 32 steps).
  */
 #ifndef MIXPREC_CVT_SIMD_IMPL_H
 #define MIXPREC_CVT_SIMD_IMPL_H
@@ -115,6 +117,10 @@
 #include <string.h>
 
 #include "kernels.h"
+
+#if defined(MXP_SIMD_PREFETCH) && !defined(MXP_SIMD_PREFETCH_RUN)
+#define MXP_SIMD_PREFETCH_RUN(p) MXP_SIMD_PREFETCH(p)
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SIMD_INLINE inline __attribute__((always_inline))
@@ -562,6 +568,11 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                 for (; i + 4 * VL <= zend; i += 4 * VL) {
 #ifdef MXP_SIMD_NARROW8_FAST_WZ
                     const unsigned char *q = s + 4 * i;
+#ifdef MXP_SIMD_PREFETCH_RUN
+                    if (nt) {
+                        for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_DIST);
+                    }
+#endif
                     int r = narrow8_fast4wz(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL), ld32(q + 12 * VL),
                                             23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
                     if (r == 0) r = narrow8_fast4t(d + i, q, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
@@ -587,9 +598,9 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                     const size_t i0 = i, zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
                     for (; i + 4 * VL <= zend; i += 4 * VL) {
                         const unsigned char *q = s + 4 * i;
-#ifdef MXP_SIMD_PREFETCH
+#ifdef MXP_SIMD_PREFETCH_RUN
                         if (nt) {
-                            for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH(q + o + MXP_SIMD_PREFETCH_DIST);
+                            for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_DIST);
                         }
 #endif
                         const int r = narrow8_fast4z(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL),
