@@ -312,6 +312,36 @@ PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
     return true;
 }
 
+/* sr8_fast2 that also takes +-0 lanes (ReLU outputs): 0 = not stored, 1 = stored with a zero
+ * lane, 2 = stored without one. A zero lane is exempt from the range test and its byte is its
+ * sign (an exact value never moves). Taken in a run of up to 32 steps after the fast loop of
+ * sr_run failed, as narrow8_fast4wz for nearest-even: with ReLU data every step has a zero, so
+ * without it each step left the fast loop for the general path. */
+#define MXP_SIMD_SR8_FASTZ 1
+PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
+{
+    const int Dw = D - 16;
+    const V ihi = n8w_ihi();
+    const V hw = _mm512_permutex2var_epi16(u0, ihi, u1);
+    const V aw = _mm512_and_si512(hw, _mm512_set1_epi16(0x7FFF));
+    /* +-0: both the high word (without the sign) and the low word zero */
+    const V azw = _mm512_or_si512(aw, _mm512_permutex2var_epi16(u0, n8w_ilo(), u1));
+    const __mmask32 z = _mm512_testn_epi16_mask(azw, azw);
+    if ((_mm512_cmpgt_epu16_mask(_mm512_sub_epi16(aw, _mm512_set1_epi16((short)(lo >> 16))),
+                                 _mm512_set1_epi16((short)((hi >> 16) - 1u - (lo >> 16)))) &
+         (__mmask32)~z) != 0)
+        return 0;
+    const V t0 = _mm512_add_epi32(u0, _mm512_srli_epi32(r0, (unsigned)(32 - D)));
+    const V t1 = _mm512_add_epi32(u1, _mm512_srli_epi32(r1, (unsigned)(32 - D)));
+    const V w = _mm512_permutex2var_epi16(t0, ihi, t1);
+    const V tq = srli16_dw(_mm512_sub_epi16(w, _mm512_set1_epi16((short)(rebias >> 16))), Dw);
+    const V b = _mm512_mask_mov_epi16(n8w_byte(tq, Dw), z, _mm512_and_si512(_mm512_srli_epi16(hw, 8), _mm512_set1_epi16(0x80)));
+    const __m256i b8 = _mm512_cvtepi16_epi8(b);
+    if (nt) _mm256_stream_si256((__m256i *)p, b8);
+    else _mm256_storeu_si256((__m256i *)p, b8);
+    return z != 0 ? 1 : 2;
+}
+
 /* The step after narrow8_fast4 failed: 4*VL float32 -> float8 nearest-even when no lane
  * overflows or is NaN, subnormal and +-0 results included (1: stored, a lane was below the
  * normal range; 2: stored, none was), else 0 with nothing stored.

@@ -91,6 +91,9 @@
  *                             -> float8 stochastically rounded with the words r0, r1 (their top
  *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is
  *                             in [lo, hi) (sr_consts), else false with nothing stored
+ *   MXP_SIMD_SR8_FASTZ with sr8_fast2z(same arguments): as sr8_fast2, +-0 lanes accepted too;
+ *                             0 = not stored, 1 = stored with a zero lane, 2 = without one;
+ *                             tried in a run after sr_run's fast loop failed
  *   MXP_SIMD_NARROW8_SUB with narrow8_sub2(p, x, y, D, add, lo, hi, scale, nt): 2*VL float32 ->
  *                             float8 nearest-even at p when no lane overflows or is NaN (normal
  *                             and subnormal results alike), else false with nothing stored
@@ -733,6 +736,28 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
             il = v_add(il, v_add(step, step));
         }
         if (i >= end) break;
+#ifdef MXP_SIMD_SR8_FASTZ
+        if (t.bits == 8) {
+            /* float8 with +-0 lanes (ReLU data: nearly every step): a run of zero-aware steps
+             * while each has a zero, at most 32, then the fast loop again */
+            const size_t i0 = i, zend = (end - i) / (2 * VL) > 32 ? i + 32 * 2 * VL : end;
+            while (i < zend) {
+#ifdef MXP_SIMD_PREFETCH_RUN
+                if (nt) {
+                    for (size_t o = 0; o < 8 * VL; o += 64) MXP_SIMD_PREFETCH_RUN(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
+                }
+#endif
+                const V r0 = sr_words_hi(il, khi, m1, m2), r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
+                const int r = sr8_fast2z(d + i, ld32(s + 4 * i), ld32(s + 4 * i + 4 * VL), r0, r1, 23 - t.m, sc.lo,
+                                         sc.hi, sc.rebias, nt);
+                if (r == 0) break;
+                il = v_add(il, v_add(step, step));
+                i += 2 * VL;
+                if (r == 2) break;
+            }
+            if (i != i0) continue;
+        }
+#endif
         /* the step at i needs the zero-aware or the general path */
         const V r0 = sr_finish(sr_words_hi(il, khi, m1, m2));
         const V r1 = sr_finish(sr_words_hi(v_add(il, step), khi, m1, m2));
