@@ -69,7 +69,9 @@
  *                             nearest-even at p (k = 0x7FFF in every lane; saturating when sat,
  *                             streaming when nt)
  *   MXP_SIMD_BF16_HW with bf16_hw2(p, x, y, k, sat, nt): the same by a hardware instruction
- *                             that the CPU may lack; used only by kernels instantiated with a
+ *                             that the CPU may lack, NaN lanes included (the instruction's NaN
+ *                             rule must be the reference's); false with nothing stored when it
+ *                             cannot take the lanes; used only by kernels instantiated with a
  *                             format whose hw field is 1 (cvt_avx512.c registers those only on
  *                             CPUs that have the instruction)
  *   MXP_SIMD_NARROW8_FAST with narrow8_fast4(p, x, y, z, w, D, add, minq, maxq, nt): 4*VL
@@ -506,17 +508,19 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
             }
 #endif
             if (t.bias == 127) {
+#ifdef MXP_SIMD_BF16_HW
+                if (t.hw) {
+                    /* no NaN test first: the instruction's NaN rule is the reference's (a
+                     * half with a NaN and a subnormal lane returns false: general path) */
+                    if (!bf16_hw2(d + 2 * i, x0, x1, bk, sat, nt) || !bf16_hw2(d + 2 * i + 4 * VL, x2, x3, bk, sat, nt))
+                        break;
+                    continue;
+                }
+#endif
 #ifdef MXP_SIMD_ANY_NAN4
                 if (any_nan4(x0, x1, x2, x3)) break;
 #else
                 if (m_any(m_or(m_or(bf16_bad(x0), bf16_bad(x1)), m_or(bf16_bad(x2), bf16_bad(x3))))) break;
-#endif
-#ifdef MXP_SIMD_BF16_HW
-                if (t.hw) {
-                    bf16_hw2(d + 2 * i, x0, x1, bk, sat, nt);
-                    bf16_hw2(d + 2 * i + 4 * VL, x2, x3, bk, sat, nt);
-                    continue;
-                }
 #endif
 #ifdef MXP_SIMD_BF16_RNE2
                 bf16_rne2(d + 2 * i, x0, x1, bk, sat, nt);
