@@ -212,6 +212,13 @@ static void build(mxp__isa_id isa)
  * f32->e4m3fn 2^16 0.090 / 0.046-0.049, 2^26 0.139 / 0.117-0.125; f32->e5m2 2^16 0.078-0.079 /
  * 0.037, 2^26 0.125-0.128 / 0.116-0.121 (sat 0.128-0.129 / 0.109-0.115): e5m2 now takes the
  * avx512 kernel out of cache too. Zen 4's set below was measured before that change.)
+ * (Re-measured 2026-11-25 late, commit 6f6433d, on source data without the 4096-value period
+ * the benchmark used to have (bench/RESULTS.md session 13), medians of three runs, avx2 / avx512,
+ * 2^16 then 2^26: f32->f16 0.0272 / 0.0269, 0.114 / 0.112; f32->bf16 0.052 / 0.025, 0.125 /
+ * 0.134; f16->f32 0.027 / 0.024 (two more runs of five: a tie), 0.114 / 0.116; bf16->f32 0.048 /
+ * 0.028, 0.115 / 0.115; f32->e4m3fn 0.089 / 0.044, 0.149 / 0.132; f32->e5m2 0.076 / 0.036,
+ * 0.131 / 0.114; e4m3fn->f32 0.055 / 0.029, 0.105 / 0.106; e5m2->f32 0.030 / 0.021, 0.105 /
+ * 0.107: every choice below stands.)
  * On Zen 5 the 512-bit units make the float8 steps about 1.6x faster in cache; the float8
  * encodes now win in both regimes. Zen 4 executes a 512-bit operation as two 256-bit halves
  * (AMD family 19h), so the two CPUs get different choices: picks[] holds one set per kind,
