@@ -293,22 +293,34 @@ PRIM int narrow8_fast4wz(void *p, V x, V y, V z, V w, int D, uint32_t add, uint3
  * lane below it.
  */
 #define MXP_SIMD_SR8_FAST 1
-PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
+/* the lanes outside [lo, hi) (their high words aw = |hw|), as a 32-bit mask */
+PRIM __mmask32 sr8w_out(V aw, uint32_t lo, uint32_t hi)
+{
+    return _mm512_cmpgt_epu16_mask(_mm512_sub_epi16(aw, _mm512_set1_epi16((short)(lo >> 16))),
+                                   _mm512_set1_epi16((short)((hi >> 16) - 1u - (lo >> 16))));
+}
+/* the 32 codes (word lanes, S << 7 | q for the lanes in range) */
+PRIM V sr8w_byte(V u0, V u1, V r0, V r1, V ihi, int D, uint32_t rebias)
 {
     const int Dw = D - 16;
-    const V ihi = n8w_ihi();
-    const V hw = _mm512_permutex2var_epi16(u0, ihi, u1);
-    const V aw = _mm512_and_si512(hw, _mm512_set1_epi16(0x7FFF));
-    if (_mm512_cmpgt_epu16_mask(_mm512_sub_epi16(aw, _mm512_set1_epi16((short)(lo >> 16))),
-                                _mm512_set1_epi16((short)((hi >> 16) - 1u - (lo >> 16)))) != 0)
-        return false;
     const V t0 = _mm512_add_epi32(u0, _mm512_srli_epi32(r0, (unsigned)(32 - D)));
     const V t1 = _mm512_add_epi32(u1, _mm512_srli_epi32(r1, (unsigned)(32 - D)));
     const V w = _mm512_permutex2var_epi16(t0, ihi, t1);
-    const V tq = srli16_dw(_mm512_sub_epi16(w, _mm512_set1_epi16((short)(rebias >> 16))), Dw);
-    const __m256i b = _mm512_cvtepi16_epi8(n8w_byte(tq, Dw));
-    if (nt) _mm256_stream_si256((__m256i *)p, b);
-    else _mm256_storeu_si256((__m256i *)p, b);
+    return n8w_byte(srli16_dw(_mm512_sub_epi16(w, _mm512_set1_epi16((short)(rebias >> 16))), Dw), Dw);
+}
+/* 32 word lanes (< 256) -> 32 bytes at p */
+PRIM void sr8w_store(void *p, V b, int nt)
+{
+    const __m256i b8 = _mm512_cvtepi16_epi8(b);
+    if (nt) _mm256_stream_si256((__m256i *)p, b8);
+    else _mm256_storeu_si256((__m256i *)p, b8);
+}
+PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
+{
+    const V ihi = n8w_ihi();
+    const V aw = _mm512_and_si512(_mm512_permutex2var_epi16(u0, ihi, u1), _mm512_set1_epi16(0x7FFF));
+    if (sr8w_out(aw, lo, hi) != 0) return false;
+    sr8w_store(p, sr8w_byte(u0, u1, r0, r1, ihi, D, rebias), nt);
     return true;
 }
 
@@ -320,25 +332,15 @@ PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
 #define MXP_SIMD_SR8_FASTZ 1
 PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
 {
-    const int Dw = D - 16;
     const V ihi = n8w_ihi();
     const V hw = _mm512_permutex2var_epi16(u0, ihi, u1);
     const V aw = _mm512_and_si512(hw, _mm512_set1_epi16(0x7FFF));
     /* +-0: both the high word (without the sign) and the low word zero */
     const V azw = _mm512_or_si512(aw, _mm512_permutex2var_epi16(u0, n8w_ilo(), u1));
     const __mmask32 z = _mm512_testn_epi16_mask(azw, azw);
-    if ((_mm512_cmpgt_epu16_mask(_mm512_sub_epi16(aw, _mm512_set1_epi16((short)(lo >> 16))),
-                                 _mm512_set1_epi16((short)((hi >> 16) - 1u - (lo >> 16)))) &
-         (__mmask32)~z) != 0)
-        return 0;
-    const V t0 = _mm512_add_epi32(u0, _mm512_srli_epi32(r0, (unsigned)(32 - D)));
-    const V t1 = _mm512_add_epi32(u1, _mm512_srli_epi32(r1, (unsigned)(32 - D)));
-    const V w = _mm512_permutex2var_epi16(t0, ihi, t1);
-    const V tq = srli16_dw(_mm512_sub_epi16(w, _mm512_set1_epi16((short)(rebias >> 16))), Dw);
-    const V b = _mm512_mask_mov_epi16(n8w_byte(tq, Dw), z, _mm512_and_si512(_mm512_srli_epi16(hw, 8), _mm512_set1_epi16(0x80)));
-    const __m256i b8 = _mm512_cvtepi16_epi8(b);
-    if (nt) _mm256_stream_si256((__m256i *)p, b8);
-    else _mm256_storeu_si256((__m256i *)p, b8);
+    if ((sr8w_out(aw, lo, hi) & (__mmask32)~z) != 0) return 0;
+    const V sgn = _mm512_and_si512(_mm512_srli_epi16(hw, 8), _mm512_set1_epi16(0x80));
+    sr8w_store(p, _mm512_mask_mov_epi16(sr8w_byte(u0, u1, r0, r1, ihi, D, rebias), z, sgn), nt);
     return z != 0 ? 1 : 2;
 }
 
