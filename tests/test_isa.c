@@ -656,12 +656,23 @@ static void test_narrow_sources(void **state)
     const int ntabs = tables_to_check(tabs, scratch);
     int checked = 0;
     static const int narrow[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
+    /* pass 0: every pattern in order (steps of like values); pass 1: the patterns shuffled (an
+     * odd multiplier permutes them), 16-bit ones with the exponent's top bit cleared in 63 of 64
+     * elements (|x| < 2: zeros, subnormal and normal results mixed in every step, a rare
+     * overflow or NaN); pass 2: ReLU-like, every third element +-0 and the others of magnitude
+     * near 1 (for bfloat16 in [0.5, 2)); passes 1 and 2 with the streaming threshold lowered so
+     * that the large-call paths run */
+    for (int pass = 0; pass < 3; pass++)
     for (int ti = 0; ti < ntabs; ti++)
         for (size_t si = 0; si < 4; si++) {
             const int s = narrow[si];
             const size_t ib = dsize(s), n = ib == 2 ? N : 256;
+            mxp__nt_threshold = pass ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
             for (size_t i = 0; i < n; i++) {
-                const uint16_t v = (uint16_t)i;
+                uint16_t v = (uint16_t)(pass ? i * (ib == 2 ? 40503u : 167u) : i);
+                if (pass == 1 && ib == 2 && i % 64 != 0) v &= 0xBFFFu;
+                if (pass == 2) v = i % 3 == 0 ? (uint16_t)(v & (ib == 2 ? 0x8000u : 0x80u))
+                                              : (uint16_t)(ib == 2 ? (v & 0x80FFu) | 0x3F00u : v);
                 memcpy(src + 1 + ib * i, &v, ib); /* little-endian: the low byte for float8 */
             }
             for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++)
@@ -670,13 +681,16 @@ static void test_narrow_sources(void **state)
                     for (int v = 0; v < 4; v += 3) { /* saturate off / on, index0 3 / across 2^32 */
                         const mxp__cvt_args a = {v & 1, 0x5EED + (uint64_t)v, v < 2 ? 3 : 0xFFFFFFFFull - 999};
                         char what[128];
-                        snprintf(what, sizeof what, "%s %s -> %s %s sat=%d all %zu inputs", tabs[ti]->name,
-                                 dt_name(s), dt_name(d), mode ? "SR" : "RNE", v & 1, n);
+                        snprintf(what, sizeof what, "%s %s -> %s %s sat=%d all %zu inputs%s", tabs[ti]->name,
+                                 dt_name(s), dt_name(d), mode ? "SR" : "RNE", v & 1, n,
+                                 pass == 1 ? " (shuffled, |x| < 2 mostly, streaming)"
+                                 : pass == 2 ? " (shuffled, a third +-0, streaming)" : "");
                         run_compare(tabs[ti], d, s, mode, &a, src + 1, n, want, got + 3, what);
                         checked++;
                     }
                 }
         }
+    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
     free(src);
     free(want);
     free(got);

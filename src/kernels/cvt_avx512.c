@@ -531,6 +531,110 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 
 void mxp__cvt_register_avx512(mxp__kernels *k) { simd_register(k); }
 
+/*
+ * bfloat16 -> float8 nearest-even, direct (the composed path, cvt_compose.c, widens blocks to
+ * float32 and runs the float32 kernel on them: 0.074 ns/element in cache on Zen 5, a fifth of
+ * the load/store loop). A bfloat16 value is the high word of a float32 whose low word is zero, so
+ * it is exactly the word that narrow8_fast4 builds with VPERMT2W and its sticky bit: the word
+ * step runs on the loaded bfloat16 vectors as they are, 32 lanes per vector.
+ * A step whose only irregular lanes are +-0 (ReLU data) stores their signs (VPTESTNMW finds
+ * them). A step with other lanes below the normal range (subnormal and +-0 results) takes them
+ * in 16-bit lanes too: the value over the quantum 2^(1 - bias - m) is sig >> sh with sig = the
+ * 8-bit significand (implicit bit or-ed in), e the exponent field and sh = 135 - bias - m - e
+ * (>= 8 - m >= 5 for those lanes); nearest-even (sig + 2^(sh-1) - 1 + lsb) >> sh with
+ * VPSRLVW / VPSLLVW; sh is capped at 9, where every 8-bit sig rounds to 0 (as it must: such
+ * values are below half the quantum), and a bfloat16 subnormal (e = 0) lands there too. Integer
+ * operations only. A step with an overflowing, infinite or NaN lane is widened to float32 on the
+ * stack and converted by the float32 kernel.
+ */
+PRIM V bf16_tiny8(V x, V C)
+{
+    const V one = _mm512_set1_epi16(1);
+    const V e = _mm512_and_si512(_mm512_srli_epi16(x, 7), _mm512_set1_epi16(0xFF));
+    const V sh = _mm512_min_epu16(_mm512_sub_epi16(C, e), _mm512_set1_epi16(9));
+    const V sig = _mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x80));
+    const V lsb = _mm512_and_si512(_mm512_srlv_epi16(sig, sh), one);
+    const V half = _mm512_sub_epi16(_mm512_sllv_epi16(one, _mm512_sub_epi16(sh, one)), one);
+    const V code = _mm512_srlv_epi16(_mm512_add_epi16(_mm512_add_epi16(sig, half), lsb), sh);
+    return _mm512_or_si512(code, _mm512_and_si512(_mm512_srli_epi16(x, 8), _mm512_set1_epi16(0x80)));
+}
+/* the 64 elements at s through float32 (stack) and the float32 kernel f32k: overflow, NaN */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static void bf16_f8_wide(unsigned char *d, const unsigned char *s, const mxp__cvt_args *a,
+                                       mxp__cvt_fn f32k)
+{
+    uint32_t tmp[64];
+    for (int j = 0; j < 4; j++)
+        _mm512_storeu_si512(tmp + 16 * j, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + 32 * j))), 16));
+    f32k(d, tmp, 64, a);
+}
+static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
+                                      const mxp__cvt_args *a, mxp__cvt_fn f32k, int nt)
+{
+    const int D = 23 - t.m;
+    const n8w_c c = n8w_consts(D, fast_consts(t).add, 1u << t.m, t.maxfin);
+    const V lo = _mm512_set1_epi16((short)((128 - t.bias) << 7)), mag = _mm512_set1_epi16(0x7FFF);
+    const V C = _mm512_set1_epi16((short)(135 - t.bias - t.m));
+    for (; i + 64 <= n; i += 64) {
+        const V x = _mm512_loadu_si512(s + 2 * i), y = _mm512_loadu_si512(s + 2 * i + 64);
+        const V t0 = n8w_tq(x, c.Dw, c.k), t1 = n8w_tq(y, c.Dw, c.k);
+        const __mmask32 b0 = n8w_bad(t0, c.qm, c.mn, c.span), b1 = n8w_bad(t1, c.qm, c.mn, c.span);
+        if ((b0 | b1) == 0) {
+            n8w_store(d + i, n8w_byte(t0, c.Dw), n8w_byte(t1, c.Dw), nt);
+            continue;
+        }
+        /* +-0 lanes only (ReLU data): the byte is the sign */
+        const __mmask32 o0 = _mm512_testn_epi16_mask(x, mag), o1 = _mm512_testn_epi16_mask(y, mag);
+        if (((b0 & (__mmask32)~o0) | (b1 & (__mmask32)~o1)) == 0) {
+            const V sg = _mm512_set1_epi16(0x80);
+            n8w_store(d + i, _mm512_mask_mov_epi16(n8w_byte(t0, c.Dw), o0, _mm512_and_si512(_mm512_srli_epi16(x, 8), sg)),
+                      _mm512_mask_mov_epi16(n8w_byte(t1, c.Dw), o1, _mm512_and_si512(_mm512_srli_epi16(y, 8), sg)), nt);
+            continue;
+        }
+        const __mmask32 z0 = _mm512_cmpgt_epu16_mask(lo, _mm512_and_si512(x, mag));
+        const __mmask32 z1 = _mm512_cmpgt_epu16_mask(lo, _mm512_and_si512(y, mag));
+        if (((b0 & (__mmask32)~z0) | (b1 & (__mmask32)~z1)) != 0) {
+            bf16_f8_wide(d + i, s + 2 * i, a, f32k);
+            continue;
+        }
+        n8w_store(d + i, _mm512_mask_mov_epi16(n8w_byte(t0, c.Dw), z0, bf16_tiny8(x, C)),
+                  _mm512_mask_mov_epi16(n8w_byte(t1, c.Dw), z1, bf16_tiny8(y, C)), nt);
+    }
+    return i;
+}
+static SIMD_INLINE void bf16_f8_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt t,
+                                     mxp__cvt_fn f32k)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    size_t i = 0;
+    if (n >= 64 && n * 3 >= MXP_SIMD_NT_THRESHOLD) {
+        /* streaming: n8w_store's two 32-byte stores need a 32-byte aligned destination */
+        i = (32 - (uintptr_t)d % 32) % 32;
+        scalar_tail(t.dt, MXP_BFLOAT16, MXP__RNE, d, s, i, a, a->index0);
+        i = bf16_f8_run(d, s, i, n, t, a, f32k, 1);
+        _mm_sfence();
+    } else {
+        i = bf16_f8_run(d, s, i, n, t, a, f32k, 0);
+    }
+    scalar_tail(t.dt, MXP_BFLOAT16, MXP__RNE, d + i, s + 2 * i, n - i, a, a->index0 + i);
+}
+static void cvt_e4m3_bf16__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    bf16_f8_loop(dst, src, n, a, SF_E4M3, cvt_e4m3_f32__avx512);
+}
+static void cvt_e5m2_bf16__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    bf16_f8_loop(dst, src, n, a, SF_E5M2, cvt_e5m2_f32__avx512);
+}
+void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k)
+{
+    k->cvt[MXP_FLOAT8_E4M3FN][MXP_BFLOAT16][MXP__RNE] = cvt_e4m3_bf16__avx512;
+    k->cvt[MXP_FLOAT8_E5M2][MXP_BFLOAT16][MXP__RNE] = cvt_e5m2_bf16__avx512;
+}
+
 /* float32 -> bfloat16 nearest-even with VCVTNEPS2BF16 (bf16_hw2); stochastic rounding keeps
  * the integer kernel. For CPUs with AVX512_BF16 only (dispatch.c). */
 #define SF_BF16_HW ((sfmt){16, 7, 127, 0x7F7Fu, 0x7F80u, 0, MXP_BFLOAT16, 1})

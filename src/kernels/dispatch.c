@@ -148,6 +148,7 @@ static void build(mxp__isa_id isa)
         mxp__qmm_register_avx512(k, x86_detect().vnni);
 #endif
         mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx2);
+        mxp__cvt_register_avx512_bf16_f8(k);
         break;
 #endif
 #if defined(__aarch64__)

@@ -184,6 +184,9 @@ void mxp__cvt_register_avx512(mxp__kernels *k);
 void mxp__cvt_register_f64_avx512(mxp__kernels *k);
 /* avx512 table on a CPU with AVX512_BF16: float32 -> bfloat16 nearest-even by VCVTNEPS2BF16 */
 void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
+/* bfloat16 -> float8 nearest-even without the float32 block (cvt_avx512.c); after
+ * mxp__cvt_register_compose, whose entries it replaces */
+void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k);
 void mxp__finite_register_avx512(mxp__kernels *k);
 void mxp__qmm_register_avx2(mxp__kernels *k);
 /* the AVX2 rows() (qmm.rows of the avx2 table), for the avx512 table's own rows() */
