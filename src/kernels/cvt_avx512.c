@@ -15,7 +15,8 @@
  * without it. AVX512_FP16 is not used: float32 <-> float16 is AVX512F's VCVTPS2PH / VCVTPH2PS
  * (the F16C operation, bit-exact as explained in cvt_avx2.c), and Zen 4 lacks FP16. The file is
  * compiled with -mavx512bf16 (not -mavx512fp16: gcc may then move 16-bit values with VMOVW,
- * which only FP16 CPUs have); VCVTNEPS2BF16 appears only in cvt_bf16_f32_hw__avx512.
+ * which only FP16 CPUs have); VCVTNEPS2BF16 appears only in cvt_bf16_f32_hw__avx512 and
+ * cvt_bf16_f16_hw__avx512.
  *
  * Testing: the development and CI machines have no AVX-512, so the tests also run this file on
  * emulated intrinsics (MXP_AVX512_EMULATED: tests/emu/avx512_emu.h, SIMDe plus a few written
@@ -642,7 +643,43 @@ static void cvt_bf16_f32_hw__avx512(void *dst, const void *src, size_t n, const 
 {
     narrow_loop(dst, src, n, a, SF_BF16_HW, 0);
 }
-void mxp__cvt_register_avx512_bf16(mxp__kernels *k) { k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE] = cvt_bf16_f32_hw__avx512; }
+/*
+ * float16 -> bfloat16 nearest-even by VCVTPH2PS then VCVTNEPS2BF16, 32 elements per step (the
+ * composed path, cvt_compose.c, ran the two table kernels through a float32 block). Exact: every
+ * float16 is a float32 (VCVTPH2PS, as the f16 -> f32 entry, NaN quieted), and none is a float32
+ * subnormal, so VCVTNEPS2BF16's flush never applies and it rounds each value once, nearest-even,
+ * with the reference's NaN rule. Nothing overflows; with saturate +-inf becomes +-max (st16_words).
+ */
+static SIMD_INLINE void bf16_f16_run(unsigned char *d, const unsigned char *s, size_t n, int sat, int nt)
+{
+    for (size_t i = 0; i + 32 <= n; i += 32)
+        st16_words(d + 2 * i, CVTNEPS2BF16(hw_f16_ld(s + 2 * i)), CVTNEPS2BF16(hw_f16_ld(s + 2 * i + 32)), 0x7F80, sat, nt);
+}
+static void cvt_bf16_f16_hw__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    size_t i = 0;
+    if (n >= 32 && n * 4 >= MXP_SIMD_NT_THRESHOLD && (uintptr_t)d % 2 == 0) {
+        /* streaming: 64-byte stores need a 64-byte aligned destination */
+        i = (64 - (uintptr_t)d % 64) % 64 / 2;
+        scalar_tail(MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, d, s, i, a, a->index0);
+        if (a->saturate) bf16_f16_run(d + 2 * i, s + 2 * i, n - i, 1, 1);
+        else bf16_f16_run(d + 2 * i, s + 2 * i, n - i, 0, 1);
+        _mm_sfence();
+    } else if (a->saturate) {
+        bf16_f16_run(d, s, n, 1, 0);
+    } else {
+        bf16_f16_run(d, s, n, 0, 0);
+    }
+    const size_t done = i + (n - i) / 32 * 32;
+    scalar_tail(MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, d + 2 * done, s + 2 * done, n - done, a, a->index0 + done);
+}
+void mxp__cvt_register_avx512_bf16(mxp__kernels *k)
+{
+    k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE] = cvt_bf16_f32_hw__avx512;
+    k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__RNE] = cvt_bf16_f16_hw__avx512;
+}
 
 /*
  * Stochastic rounding from float64 on 8 64-bit lanes per vector, 16 elements per step: the

@@ -10,7 +10,8 @@
  *           opmask and ZMM states (bits 5, 6, 7)
  * The avx512 table needs nothing beyond F/BW/VL/DQ, so Skylake-X, Zen 4 and Sapphire Rapids all
  * take it; on a CPU that also has AVX512_BF16 (Zen 4, Cooper Lake, Sapphire Rapids) its float32
- * -> bfloat16 nearest-even entry is the VCVTNEPS2BF16 kernel (mxp__cvt_register_avx512_bf16).
+ * and float16 -> bfloat16 nearest-even entries are VCVTNEPS2BF16 kernels
+ * (mxp__cvt_register_avx512_bf16).
  * The int8 matmul's avx512 kernels use VPDPBUSD where cpuid reports AVX512_VNNI (x86_detect),
  * AVX-512BW VPMADDWD otherwise (qmatmul_avx512.c). No kernel uses AVX512_FP16. A BF16/FP16 kernel is registered only when x86_detect says the
  * CPU has the extension, never required for the path.
@@ -136,9 +137,6 @@ static void build(mxp__isa_id isa)
         break;
     case MXP__ISA_AVX512:
         mxp__cvt_register_avx512(k);
-#if defined(MXP_X86_CPUID) && !defined(MXP_AVX512_EMULATED)
-        if (x86_detect().bf16) mxp__cvt_register_avx512_bf16(k);
-#endif
         mxp__cvt_register_f64_avx2(k);
         mxp__cvt_register_f64_avx512(k); /* its stochastic entries replace the avx2 ones */
         mxp__finite_register_avx512(k);
@@ -149,6 +147,10 @@ static void build(mxp__isa_id isa)
 #endif
         mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx2);
         mxp__cvt_register_avx512_bf16_f8(k);
+#if defined(MXP_X86_CPUID) && !defined(MXP_AVX512_EMULATED)
+        /* after the composed pairs: its float16 -> bfloat16 entry replaces one of them */
+        if (x86_detect().bf16) mxp__cvt_register_avx512_bf16(k);
+#endif
         break;
 #endif
 #if defined(__aarch64__)

@@ -182,7 +182,8 @@ void mxp__finite_register_avx2(mxp__kernels *k);
 void mxp__cvt_register_avx512(mxp__kernels *k);
 /* stochastic rounding from float64 on AVX-512 (cvt_avx512.c); after mxp__cvt_register_f64_avx2 */
 void mxp__cvt_register_f64_avx512(mxp__kernels *k);
-/* avx512 table on a CPU with AVX512_BF16: float32 -> bfloat16 nearest-even by VCVTNEPS2BF16 */
+/* avx512 table on a CPU with AVX512_BF16: float32 / float16 -> bfloat16 nearest-even by
+ * VCVTNEPS2BF16; after mxp__cvt_register_compose */
 void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
 /* bfloat16 -> float8 nearest-even without the float32 block (cvt_avx512.c); after
  * mxp__cvt_register_compose, whose entries it replaces */
