@@ -659,10 +659,10 @@ static void test_narrow_sources(void **state)
     /* pass 0: every pattern in order (steps of like values); pass 1: the patterns shuffled (an
      * odd multiplier permutes them), 16-bit ones with the exponent's top bit cleared in 63 of 64
      * elements unless they are infinite or NaN (|x| < 2: zeros, subnormal and normal results
-     * mixed in every step, some overflow, every infinity and NaN); pass 2: ReLU-like, every third element +-0 and the others of magnitude
-     * near 1 (for bfloat16 in [0.5, 2)); passes 1 and 2 with the streaming threshold lowered and
-     * an even destination offset (16-bit outputs stream only from an even address), so that the
-     * large-call paths run */
+     * mixed in every step, some overflow, every infinity and NaN); pass 2: ReLU-like, every
+     * third element +-0 and the others of magnitude near 1 (for bfloat16 in [0.5, 2)); passes 1
+     * and 2 with the streaming threshold lowered and an even destination offset (16-bit outputs
+     * stream only from an even address), so that the large-call paths run */
     for (int pass = 0; pass < 3; pass++)
     for (int ti = 0; ti < ntabs; ti++)
         for (size_t si = 0; si < 4; si++) {

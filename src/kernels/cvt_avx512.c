@@ -218,6 +218,10 @@ PRIM V n8w_byte(V tq, int Dw)
      * with bytes (1, 2^Dw) gives q + S * 128 (cvt_avx2.c's narrow8_store4) */
     return _mm512_maddubs_epi16(tq, _mm512_set1_epi16((short)(1 | (1 << Dw) << 8)));
 }
+/* the byte of a +-0 lane in word w (a float32's high word or a bfloat16): its sign */
+PRIM V n8w_sign(V w) { return _mm512_and_si512(_mm512_srli_epi16(w, 8), _mm512_set1_epi16(0x80)); }
+/* bytes b with the lanes of mask z replaced by the signs of w's lanes (their +-0 results) */
+PRIM V n8w_zbyte(V b, __mmask32 z, V w) { return _mm512_mask_mov_epi16(b, z, n8w_sign(w)); }
 /* The word step's constants: VPERMT2W indices of the low / high words of two vectors in element
  * order (dword lane i: words 4i and 4i + 2, then + 1), and n8w_tq's / n8w_bad's constants. */
 typedef struct n8w_c {
@@ -273,13 +277,12 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
 PRIM int narrow8_fast4wz(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq, int nt)
 {
     const n8w_c c = n8w_consts(D, add, minq, maxq);
-    const V mag = _mm512_set1_epi16(0x7FFF), sgn = _mm512_set1_epi16(0x80);
+    const V mag = _mm512_set1_epi16(0x7FFF);
     const V w0 = n8w_word(x, y, c.ihi, c.ilo), w1 = n8w_word(z, w, c.ihi, c.ilo);
     const __mmask32 z0 = _mm512_testn_epi16_mask(w0, mag), z1 = _mm512_testn_epi16_mask(w1, mag);
     const V t0 = n8w_tq(w0, c.Dw, c.k), t1 = n8w_tq(w1, c.Dw, c.k);
     if (((n8w_bad(t0, c.qm, c.mn, c.span) & ~z0) | (n8w_bad(t1, c.qm, c.mn, c.span) & ~z1)) != 0) return 0;
-    n8w_store(p, _mm512_mask_mov_epi16(n8w_byte(t0, c.Dw), z0, _mm512_and_si512(_mm512_srli_epi16(w0, 8), sgn)),
-              _mm512_mask_mov_epi16(n8w_byte(t1, c.Dw), z1, _mm512_and_si512(_mm512_srli_epi16(w1, 8), sgn)), nt);
+    n8w_store(p, n8w_zbyte(n8w_byte(t0, c.Dw), z0, w0), n8w_zbyte(n8w_byte(t1, c.Dw), z1, w1), nt);
     return (z0 | z1) != 0 ? 1 : 2;
 }
 
@@ -340,8 +343,7 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
     const V azw = _mm512_or_si512(aw, _mm512_permutex2var_epi16(u0, n8w_ilo(), u1));
     const __mmask32 z = _mm512_testn_epi16_mask(azw, azw);
     if ((sr8w_out(aw, lo, hi) & (__mmask32)~z) != 0) return 0;
-    const V sgn = _mm512_and_si512(_mm512_srli_epi16(hw, 8), _mm512_set1_epi16(0x80));
-    sr8w_store(p, _mm512_mask_mov_epi16(sr8w_byte(u0, u1, r0, r1, ihi, D, rebias), z, sgn), nt);
+    sr8w_store(p, n8w_zbyte(sr8w_byte(u0, u1, r0, r1, ihi, D, rebias), z, hw), nt);
     return z != 0 ? 1 : 2;
 }
 
@@ -557,18 +559,19 @@ PRIM V bf16_tiny8(V x, V C)
     const V lsb = _mm512_and_si512(_mm512_srlv_epi16(sig, sh), one);
     const V half = _mm512_sub_epi16(_mm512_sllv_epi16(one, _mm512_sub_epi16(sh, one)), one);
     const V code = _mm512_srlv_epi16(_mm512_add_epi16(_mm512_add_epi16(sig, half), lsb), sh);
-    return _mm512_or_si512(code, _mm512_and_si512(_mm512_srli_epi16(x, 8), _mm512_set1_epi16(0x80)));
+    return _mm512_or_si512(code, n8w_sign(x));
 }
 /* the 64 elements at s through float32 (stack) and the float32 kernel f32k: overflow, NaN */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((noinline))
 #endif
-static void bf16_f8_wide(unsigned char *d, const unsigned char *s, const mxp__cvt_args *a,
-                                       mxp__cvt_fn f32k)
+static void bf16_f8_wide(unsigned char *d, const unsigned char *s, const mxp__cvt_args *a, mxp__cvt_fn f32k)
 {
     uint32_t tmp[64];
-    for (int j = 0; j < 4; j++)
-        _mm512_storeu_si512(tmp + 16 * j, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + 32 * j))), 16));
+    for (int j = 0; j < 4; j++) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(s + 32 * j));
+        _mm512_storeu_si512(tmp + 16 * j, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
     f32k(d, tmp, 64, a);
 }
 static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
@@ -589,9 +592,7 @@ static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, 
         /* +-0 lanes only (ReLU data): the byte is the sign */
         const __mmask32 o0 = _mm512_testn_epi16_mask(x, mag), o1 = _mm512_testn_epi16_mask(y, mag);
         if (((b0 & (__mmask32)~o0) | (b1 & (__mmask32)~o1)) == 0) {
-            const V sg = _mm512_set1_epi16(0x80);
-            n8w_store(d + i, _mm512_mask_mov_epi16(n8w_byte(t0, c.Dw), o0, _mm512_and_si512(_mm512_srli_epi16(x, 8), sg)),
-                      _mm512_mask_mov_epi16(n8w_byte(t1, c.Dw), o1, _mm512_and_si512(_mm512_srli_epi16(y, 8), sg)), nt);
+            n8w_store(d + i, n8w_zbyte(n8w_byte(t0, c.Dw), o0, x), n8w_zbyte(n8w_byte(t1, c.Dw), o1, y), nt);
             continue;
         }
         const __mmask32 z0 = _mm512_cmpgt_epu16_mask(lo, _mm512_and_si512(x, mag));
@@ -652,8 +653,10 @@ static void cvt_bf16_f32_hw__avx512(void *dst, const void *src, size_t n, const 
  */
 static SIMD_INLINE void bf16_f16_run(unsigned char *d, const unsigned char *s, size_t n, int sat, int nt)
 {
-    for (size_t i = 0; i + 32 <= n; i += 32)
-        st16_words(d + 2 * i, CVTNEPS2BF16(hw_f16_ld(s + 2 * i)), CVTNEPS2BF16(hw_f16_ld(s + 2 * i + 32)), 0x7F80, sat, nt);
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        const __m256i lo = CVTNEPS2BF16(hw_f16_ld(s + 2 * i)), hi = CVTNEPS2BF16(hw_f16_ld(s + 2 * i + 32));
+        st16_words(d + 2 * i, lo, hi, 0x7F80, sat, nt);
+    }
 }
 static void cvt_bf16_f16_hw__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
 {

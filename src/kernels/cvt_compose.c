@@ -4,8 +4,9 @@
  *
  * The ISA files accelerate float32 <-> float16 / bfloat16 / float8 (and on x86 float64 <->
  * float32; on AVX-512 also bfloat16 -> float8 and, with AVX512_BF16, float16 -> bfloat16
- * nearest-even, registered after these and replacing them, cvt_avx512.c). Every other pair used to run the scalar reference at 2-8 ns per element, twenty to
- * eighty times slower than its float32 neighbours. Each is now two kernel calls per block of
+ * nearest-even, registered after these and replacing them, cvt_avx512.c). Every other pair
+ * used to run the scalar reference at 2-8 ns per element, twenty to eighty times slower than
+ * its float32 neighbours. Each is now two kernel calls per block of
  * BLOCK elements, and the composition is exact, i.e. bit-identical to the reference:
  *  - narrow -> narrow (e.g. float16 -> bfloat16, e4m3fn -> float16) and narrow -> float64:
  *    widening to float32 is exact (every narrow value, NaN payload included, is a float32), so

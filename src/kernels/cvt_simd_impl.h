@@ -607,7 +607,8 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                         const unsigned char *q = s + 4 * i;
 #ifdef MXP_SIMD_PREFETCH_RUN
                         if (nt) {
-                            for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_DIST);
+                            for (size_t o = 0; o < 16 * VL; o += 64)
+                                MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_DIST);
                         }
 #endif
                         const int r = narrow8_fast4z(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL),
@@ -748,7 +749,8 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
             while (i < zend) {
 #ifdef MXP_SIMD_PREFETCH_RUN
                 if (nt) {
-                    for (size_t o = 0; o < 8 * VL; o += 64) MXP_SIMD_PREFETCH_RUN(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
+                    for (size_t o = 0; o < 8 * VL; o += 64)
+                        MXP_SIMD_PREFETCH_RUN(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
                 }
 #endif
                 const V r0 = sr_words_hi(il, khi, m1, m2), r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
