@@ -74,6 +74,8 @@
  *                             cannot take the lanes; used only by kernels instantiated with a
  *                             format whose hw field is 1 (cvt_avx512.c registers those only on
  *                             CPUs that have the instruction)
+ *   MXP_SIMD_BF16_HW4 with bf16_hw4(p, x, y, z, w, k, sat, nt): bf16_hw2 for 4*VL lanes, used by
+ *                             streaming calls only (nt = 1)
  *   MXP_SIMD_NARROW8_FAST with narrow8_fast4(p, x, y, z, w, D, add, minq, maxq, nt): 4*VL
  *                             float32 -> float8 nearest-even at p when every result is normal
  *                             (see there), else false with nothing stored
@@ -510,6 +512,12 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
             if (t.bias == 127) {
 #ifdef MXP_SIMD_BF16_HW
                 if (t.hw) {
+#ifdef MXP_SIMD_BF16_HW4
+                    if (nt) {
+                        if (!bf16_hw4(d + 2 * i, x0, x1, x2, x3, bk, sat, nt)) break;
+                        continue;
+                    }
+#endif
                     /* no NaN test first: the instruction's NaN rule is the reference's (a
                      * half with a NaN and a subnormal lane returns false: general path) */
                     if (!bf16_hw2(d + 2 * i, x0, x1, bk, sat, nt) || !bf16_hw2(d + 2 * i + 4 * VL, x2, x3, bk, sat, nt))

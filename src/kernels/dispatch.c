@@ -199,7 +199,7 @@ static void build(mxp__isa_id isa)
  * no FP16; 2 vCPUs), 2026-11-25, commit 08bd4ca, the same way (medians of three runs):
  *     conversion        2^16: avx2  avx512 ratio    2^26: avx2  avx512 ratio   avx512 table
  *     f32->f16                0.0289 0.0295 1.02          0.1397 0.1270 0.91   avx2 / avx512
- *     f32->bf16               0.0556 0.0307 0.55          0.1385 0.1543 1.11   avx512 / avx2
+ *     f32->bf16               0.0556 0.0307 0.55          0.1385 0.1543 1.11   avx512 (see below)
  *     f16->f32                0.0298 0.0300 1.01          0.1284 0.1291 1.01   avx2
  *     bf16->f32               0.0527 0.0303 0.57          0.1293 0.1294 1.00   avx512
  *     f32->e4m3fn             0.0912 0.0578 0.63          0.1385 0.1325 0.96   avx512
@@ -222,6 +222,9 @@ static void build(mxp__isa_id isa)
  * 0.028, 0.115 / 0.115; f32->e4m3fn 0.089 / 0.044, 0.149 / 0.132; f32->e5m2 0.076 / 0.036,
  * 0.131 / 0.114; e4m3fn->f32 0.055 / 0.029, 0.105 / 0.106; e5m2->f32 0.030 / 0.021, 0.105 /
  * 0.107: every choice below stands.)
+ * (2026-11-26, the streaming bfloat16 step bf16_hw4 (cvt_avx512.c), f32->bf16 at 2^26, three
+ * alternating `--only` runs: avx2 0.129-0.146, avx512 0.128-0.134; in cache 0.056-0.059 /
+ * 0.030: the avx512 kernel in both regimes now.)
  * On Zen 5 the 512-bit units make the float8 steps about 1.6x faster in cache; the float8
  * encodes now win in both regimes. Zen 4 executes a 512-bit operation as two 256-bit halves
  * (AMD family 19h), so the two CPUs get different choices: picks[] holds one set per kind,
@@ -258,7 +261,7 @@ static const avx512_pick picks[] = {
     {MXP_FLOAT32, MXP_FLOAT8_E4M3FN, MXP__RNE, {{{1, 0}, {1, 0}}, {{1, 0}, {1, 0}}}},  /* e4m3fn->f32 */
     {MXP_FLOAT32, MXP_FLOAT8_E5M2, MXP__RNE, {{{0, 0}, {0, 0}}, {{1, 0}, {1, 0}}}},    /* e5m2->f32 */
     {MXP_FLOAT16, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{0, 1}, {0, 1}}}},        /* f32->f16 */
-    {MXP_BFLOAT16, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 0}, {1, 0}}}},       /* f32->bf16 */
+    {MXP_BFLOAT16, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 1}, {1, 1}}}},       /* f32->bf16 */
 };
 enum { NPICKS = sizeof picks / sizeof picks[0] };
 /* the widenings' stochastic entry is their nearest-even kernel: the same choice */
