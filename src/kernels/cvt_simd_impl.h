@@ -264,7 +264,7 @@ static SIMD_INLINE V widen1(V h, const sfmt t, V infout)
  * 0x7F80 / 0xFF80 (infinity) becomes 0x7F7F / 0xFF7F, i.e. t - 0x10000. */
 static SIMD_INLINE M bf16_bad(V u) { return m_gt(v_and(u, v_set1(0x7FFFFFFFu)), v_set1(0x7F800000u)); }
 
-static SIMD_INLINE V bf16_fast(V u, V r, int sr, int sat)
+static SIMD_INLINE V bf16_fast_t(V u, V r, int sr, int sat)
 {
     V t = sr ? v_add(u, v_srli(r, 16))
              : v_add(v_add(u, v_set1(0x7FFFu)), v_and(v_srli(u, 16), v_set1(1u)));
@@ -272,8 +272,9 @@ static SIMD_INLINE V bf16_fast(V u, V r, int sr, int sat)
         const M inf = m_eq(v_and(t, v_set1(0x7FFF0000u)), v_set1(0x7F800000u));
         t = v_sel(inf, v_sub(t, v_set1(0x10000u)), t);
     }
-    return v_srli(t, 16);
+    return t;
 }
+static SIMD_INLINE V bf16_fast(V u, V r, int sr, int sat) { return v_srli(bf16_fast_t(u, r, sr, sat), 16); }
 
 /* float32 -> float16 / e4m3fn / e5m2 nearest-even when every lane is either tiny (rounds to
  * +-0: |x| <= half the smallest subnormal, the tie going to the even 0) or in the normal range
@@ -722,7 +723,11 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
 #else
                 if (m_any(m_or(bf16_bad(u0), bf16_bad(u1)))) break;
 #endif
+#ifdef MXP_SIMD_ST16_HI2
+                st16_hi2(d + 2 * i, bf16_fast_t(u0, r0, 1, sat), bf16_fast_t(u1, r1, 1, sat), nt);
+#else
                 st_narrow2(d + 2 * i, bf16_fast(u0, r0, 1, sat), bf16_fast(u1, r1, 1, sat), 16, nt);
+#endif
             }
 #ifdef MXP_SIMD_SR8_FAST
             else if (t.bits == 8) {
