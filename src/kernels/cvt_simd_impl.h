@@ -76,6 +76,8 @@
  *                             CPUs that have the instruction)
  *   MXP_SIMD_BF16_HW4 with bf16_hw4(p, x, y, z, w, k, sat, nt): bf16_hw2 for 4*VL lanes, used by
  *                             streaming calls only (nt = 1)
+ *   MXP_SIMD_ST16_HI2 with st16_hi2(p, x, y, nt): the high words of x's and y's lanes to p in
+ *                             element order (the stochastic bfloat16 fast step stores its sums so)
  *   MXP_SIMD_NARROW8_FAST with narrow8_fast4(p, x, y, z, w, D, add, minq, maxq, nt): 4*VL
  *                             float32 -> float8 nearest-even at p when every result is normal
  *                             (see there), else false with nothing stored
