@@ -71,18 +71,6 @@ PRIM void st16x2(void *p, V x, V y)
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(x)); /* VPMOVDW: truncate */
     _mm256_storeu_si256((__m256i *)((char *)p + 32), _mm512_cvtepi32_epi16(y));
 }
-/* the high words of x's and y's 32 dwords, in element order, to p: one VPERMT2W for the two
- * shifts right by 16 and two VPMOVDW of st16x2. Stochastic rounding to bfloat16 stores its
- * fast steps so: AMD EPYC Zen 5, in cache, four alternating runs: 0.062-0.063 -> 0.054-0.057
- * ns/element (bench/RESULTS.md session 14). */
-#define MXP_SIMD_ST16_HI2 1
-PRIM void st16_hi2(void *p, V x, V y, int nt)
-{
-    const V i4 = _mm512_slli_epi32(v_iota(), 2); /* dword k: words 4k + 1, 4k + 3 */
-    const V h = _mm512_permutex2var_epi16(x, _mm512_add_epi32(_mm512_or_si512(i4, _mm512_slli_epi32(i4, 16)), v_set1(0x00030001u)), y);
-    if (nt) _mm512_stream_si512(p, h);
-    else _mm512_storeu_si512(p, h);
-}
 PRIM void st16x2_nt(void *p, V x, V y)
 {
     _mm512_stream_si512(p, _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(x)),
@@ -249,6 +237,15 @@ PRIM V n8w_ilo(void)
     return _mm512_add_epi32(_mm512_or_si512(i4, _mm512_slli_epi32(i4, 16)), v_set1(0x00020000u));
 }
 PRIM V n8w_ihi(void) { return _mm512_add_epi32(n8w_ilo(), v_set1(0x00010001u)); }
+/* the high words of x's and y's 32 dwords, in element order, to p: one VPERMT2W for the two
+ * shifts right by 16 and two VPMOVDW of st16x2. Stochastic rounding to bfloat16 stores its
+ * fast steps so: AMD EPYC Zen 5, in cache, four alternating runs: 0.062-0.063 -> 0.054-0.057
+ * ns/element (bench/RESULTS.md session 14). */
+#define MXP_SIMD_ST16_HI2 1
+PRIM void st16_hi2(void *p, V x, V y, int nt)
+{
+    st16_vec(p, _mm512_permutex2var_epi16(x, n8w_ihi(), y), 0x7F80, 0, nt);
+}
 PRIM n8w_c n8w_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
 {
     n8w_c c;
