@@ -552,18 +552,33 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #define MXP_SIMD_NT_THRESHOLD mxp__nt_threshold /* MXP__NT_THRESHOLD_DEFAULT, kernels.h */
 #define MXP_SIMD_NT_STORE32(p, x) _mm512_stream_si512((void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()
-/* No source prefetch in the streaming loops (cvt_avx2.c has one, MXP_SIMD_PREFETCH, which helped
- * on Zen 3): on the AMD EPYC Zen 4 measured (issue 17, bench_convert --isa avx512-own, 2^26
- * elements, one thread, ns/element, three alternating runs each) a software prefetch 2048 bytes
- * ahead made the streaming float32 -> float8 passes 10-20% slower (f32->e5m2 sat 0.188-0.189
- * with it, 0.154-0.163 without; f32->e4m3fn sat 0.193-0.198 / 0.167-0.176), left the stochastic
- * ones unchanged (compute-bound) and, in a bare loop of loads and 64-byte streaming stores,
- * cost 10-15% too; the hardware prefetchers keep up with a linear read on their own there.
- * The runs of zero-aware float8 steps (ReLU data) do prefetch (MXP_SIMD_PREFETCH_RUN): the fast
- * loop is left and re-entered every 32 steps there, and on the AMD EPYC Zen 5, 2^26 elements,
- * one thread, random ReLU data (half +0), f32->e4m3fn went 0.165-0.166 -> 0.119-0.121 ns/element
- * and f32->e5m2 0.168-0.169 -> 0.115-0.118 (the limit: about 0.095), uniform data unchanged. */
-#define MXP_SIMD_PREFETCH_DIST 2048
+/* Source prefetch in the streaming loops: a run-time choice per CPU (mxp__avx512_prefetch, set by
+ * dispatch.c), 6144 bytes ahead, in the float32 -> float8 narrowings and every stochastic one;
+ * never in the nearest-even bfloat16 and float16 narrowings or the widenings.
+ * - AMD EPYC Zen 4 (issue 17, bench_convert --isa avx512-own, 2^26 elements, one thread,
+ *   ns/element, three alternating runs each): a prefetch 2048 bytes ahead made the streaming
+ *   float32 -> float8 passes 10-20% slower (f32->e5m2 sat 0.188-0.189 with it, 0.154-0.163
+ *   without; f32->e4m3fn sat 0.193-0.198 / 0.167-0.176), left the stochastic ones unchanged and,
+ *   in a bare loop of loads and 64-byte streaming stores, cost 10-15% too. So off there (6144
+ *   bytes is unmeasured on Zen 4), and on the unmeasured Intel parts.
+ * - AMD EPYC Zen 5: 2048 bytes ahead was slower too (bench/RESULTS.md session 11), but 6144
+ *   is faster: three alternating runs of one build with the prefetch on / off, ratio to the
+ *   limit (median): f32->e4m3fn 0.78 -> 0.87, sat 0.78 -> 0.87, f32->e5m2 0.84 -> 0.93, sat 0.77
+ *   -> 0.91, stochastic e4m3fn 0.69 -> 0.80, e5m2 0.77 -> 0.92, float16 0.87 -> 0.95, bfloat16
+ *   0.89 -> 0.98. 4096 and 8192 bytes were no better (session 15). Nearest-even bfloat16 (the
+ *   VCVTNEPS2BF16 step) went 0.95 -> 0.75 with it, hence MXP_SIMD_PREFETCH_NO_BF16; the
+ *   widenings were unchanged, hence MXP_SIMD_PREFETCH_NO_WIDEN.
+ * The runs of zero-aware float8 steps (ReLU data) always prefetch, 2048 bytes ahead
+ * (MXP_SIMD_PREFETCH_RUN): the fast loop is left and re-entered every 32 steps there, and on the
+ * AMD EPYC Zen 5, 2^26 elements, one thread, random ReLU data (half +0), f32->e4m3fn went
+ * 0.165-0.166 -> 0.119-0.121 ns/element and f32->e5m2 0.168-0.169 -> 0.115-0.118 (the limit:
+ * about 0.095), uniform data unchanged. */
+#define MXP_SIMD_PREFETCH_DIST 6144
+#define MXP_SIMD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#define MXP_SIMD_PREFETCH_ON mxp__avx512_prefetch
+#define MXP_SIMD_PREFETCH_NO_BF16 1
+#define MXP_SIMD_PREFETCH_NO_WIDEN 1
+#define MXP_SIMD_PREFETCH_RUN_DIST 2048
 #define MXP_SIMD_PREFETCH_RUN(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
 #include "cvt_simd_impl.h"

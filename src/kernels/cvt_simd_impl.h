@@ -115,9 +115,14 @@
  * read-for-ownership of every destination line) and MXP_SIMD_NT_FENCE(), and may define
  * MXP_SIMD_PREFETCH(p) with MXP_SIMD_PREFETCH_DIST (bytes): streaming loops then prefetch their
  * source that far ahead (a prefetch never faults, so running past the end is harmless), except
- * the hardware float16 narrowing, which it slowed down; or only MXP_SIMD_PREFETCH_RUN(p) (with
- * MXP_SIMD_PREFETCH_DIST): then only the float8 runs of zero-aware steps that follow a failed
- * fast step prefetch (ReLU data, where the fast loop is left every 32 steps).
+ * the hardware float16 narrowing, which it slowed down, and, when MXP_SIMD_PREFETCH_ON is
+ * defined, only in calls that start with that expression nonzero (a run-time choice per CPU),
+ * and neither in the nearest-even bfloat16 narrowing if MXP_SIMD_PREFETCH_NO_BF16 is defined nor
+ * in the widenings if MXP_SIMD_PREFETCH_NO_WIDEN is;
+ * and MXP_SIMD_PREFETCH_RUN(p) (with MXP_SIMD_PREFETCH_RUN_DIST, default
+ * MXP_SIMD_PREFETCH_DIST): the float8 runs of zero-aware steps that follow a failed fast step
+ * prefetch so whatever MXP_SIMD_PREFETCH_ON says (ReLU data, where the fast loop is left every
+ * 32 steps; MXP_SIMD_PREFETCH_RUN defaults to MXP_SIMD_PREFETCH).
  */
 #ifndef MIXPREC_CVT_SIMD_IMPL_H
 #define MIXPREC_CVT_SIMD_IMPL_H
@@ -129,6 +134,12 @@
 
 #if defined(MXP_SIMD_PREFETCH) && !defined(MXP_SIMD_PREFETCH_RUN)
 #define MXP_SIMD_PREFETCH_RUN(p) MXP_SIMD_PREFETCH(p)
+#endif
+#if defined(MXP_SIMD_PREFETCH_RUN) && !defined(MXP_SIMD_PREFETCH_RUN_DIST)
+#define MXP_SIMD_PREFETCH_RUN_DIST MXP_SIMD_PREFETCH_DIST
+#endif
+#ifndef MXP_SIMD_PREFETCH_ON
+#define MXP_SIMD_PREFETCH_ON 1
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -453,9 +464,12 @@ static SIMD_INLINE size_t tiny_run(unsigned char *d, const unsigned char *s, siz
     const size_t ob = (size_t)t.bits / 8;
     const size_t end = (n - i) / (2 * VL) > 32 ? i + 32 * 2 * VL : n;
     const size_t i0 = i;
+#ifdef MXP_SIMD_PREFETCH
+    const int pf = nt && MXP_SIMD_PREFETCH_ON;
+#endif
     for (; i + 2 * VL <= end; i += 2 * VL) {
 #ifdef MXP_SIMD_PREFETCH
-        if (nt) MXP_SIMD_PREFETCH(s + 4 * i + MXP_SIMD_PREFETCH_DIST);
+        if (pf) MXP_SIMD_PREFETCH(s + 4 * i + MXP_SIMD_PREFETCH_DIST);
 #endif
         const V x = ld32(s + 4 * i), y = ld32(s + 4 * i + 4 * VL);
         if ((any || i != i0) && !m_any(m_or(norm_out(x, c), norm_out(y, c)))) break;
@@ -489,6 +503,13 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
 #ifdef MXP_SIMD_NARROW8_FAST_TINY
     int tiny_prev = 0; /* the last step took narrow8_fast4t inside the fast loop */
 #endif
+#ifdef MXP_SIMD_PREFETCH
+    const int pf = nt && MXP_SIMD_PREFETCH_ON && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16)
+#ifdef MXP_SIMD_PREFETCH_NO_BF16
+                   && t.bias != 127
+#endif
+        ;
+#endif
     while (i + 2 * VL <= n) {
         /* Fast steps until one needs another path. Those paths sit outside this inner loop, so
          * it holds only the fast path's constants, in vector registers (with an out-of-line
@@ -498,7 +519,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
          * handled right after it, and a last step of 2*VL (fewer than 4*VL left) at the end. */
         for (; i + 4 * VL <= n; i += 4 * VL) {
 #ifdef MXP_SIMD_PREFETCH
-            if (nt && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16)) {
+            if (pf) {
                 for (size_t o = 0; o < 16 * VL; o += 64)
                     MXP_SIMD_PREFETCH(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
             }
@@ -588,7 +609,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                     const unsigned char *q = s + 4 * i;
 #ifdef MXP_SIMD_PREFETCH_RUN
                     if (nt) {
-                        for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_DIST);
+                        for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_RUN_DIST);
                     }
 #endif
                     int r = narrow8_fast4wz(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL), ld32(q + 12 * VL),
@@ -619,7 +640,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
 #ifdef MXP_SIMD_PREFETCH_RUN
                         if (nt) {
                             for (size_t o = 0; o < 16 * VL; o += 64)
-                                MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_DIST);
+                                MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_RUN_DIST);
                         }
 #endif
                         const int r = narrow8_fast4z(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL),
@@ -710,10 +731,13 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
 #endif
     /* the Weyl states of the indices lo, lo + 1, ...: W apart, so step = VL * W per vector */
     V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+#ifdef MXP_SIMD_PREFETCH
+    const int pf = nt && MXP_SIMD_PREFETCH_ON;
+#endif
     while (i < end) {
         for (; i < end; i += 2 * VL) {
 #ifdef MXP_SIMD_PREFETCH
-            if (nt) {
+            if (pf) {
                 for (size_t o = 0; o < 8 * VL; o += 64) MXP_SIMD_PREFETCH(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
             }
 #endif
@@ -765,7 +789,7 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
 #ifdef MXP_SIMD_PREFETCH_RUN
                 if (nt) {
                     for (size_t o = 0; o < 8 * VL; o += 64)
-                        MXP_SIMD_PREFETCH_RUN(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
+                        MXP_SIMD_PREFETCH_RUN(s + 4 * i + o + MXP_SIMD_PREFETCH_RUN_DIST);
                 }
 #endif
                 const V r0 = sr_words_hi(il, khi, m1, m2), r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
@@ -894,9 +918,16 @@ static SIMD_INLINE size_t widen_run(unsigned char *d, const unsigned char *s, si
 #else
 #define WIDEN_ST(p, x) st32((p), (x))
 #endif
+#ifdef MXP_SIMD_PREFETCH
+#ifdef MXP_SIMD_PREFETCH_NO_WIDEN
+    const int pf = 0;
+#else
+    const int pf = nt && MXP_SIMD_PREFETCH_ON;
+#endif
+#endif
     for (; i + 4 * VL <= n; i += 4 * VL) {
 #ifdef MXP_SIMD_PREFETCH
-        if (nt) {
+        if (pf) {
             for (size_t o = 0; o < 4 * VL * ib; o += 64) MXP_SIMD_PREFETCH(s + ib * i + o + MXP_SIMD_PREFETCH_DIST);
         }
 #endif

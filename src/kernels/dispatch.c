@@ -56,6 +56,7 @@ typedef struct x86_features {
     bool bf16, fp16;    /* AVX512_BF16 (one extra kernel) / AVX512_FP16 (informational) */
     bool vnni;          /* AVX512_VNNI (int8 matmul kernels) */
     bool half_width;    /* AMD family 19h (Zen 4): 512-bit operations on 256-bit units */
+    bool amd_1a;        /* AMD family 1Ah or later (Zen 5) */
 } x86_features;
 
 static uint64_t xgetbv0(void)
@@ -67,13 +68,14 @@ static uint64_t xgetbv0(void)
 
 static x86_features x86_detect(void)
 {
-    x86_features f = {false, false, false, false, false, false};
+    x86_features f = {false, false, false, false, false, false, false};
     unsigned a, b, c, d;
     if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
     const bool amd = b == 0x68747541u && d == 0x69746E65u && c == 0x444D4163u; /* "AuthenticAMD" */
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     const unsigned family = ((a >> 8) & 0xFu) == 0xFu ? 0xFu + ((a >> 20) & 0xFFu) : (a >> 8) & 0xFu;
     f.half_width = amd && family == 0x19u;
+    f.amd_1a = amd && family >= 0x1Au;
     const bool osxsave = (c >> 27) & 1u, avx = (c >> 28) & 1u, fma = (c >> 12) & 1u,
                f16c = (c >> 29) & 1u;
     if (!osxsave || !avx) return f;
@@ -369,6 +371,11 @@ static void init(void)
 #if defined(__x86_64__)
     if (available[MXP__ISA_AVX512] && available[MXP__ISA_AVX2])
         apply_picks(&tables[MXP__ISA_AVX512], &own[MXP__ISA_AVX512], &tables[MXP__ISA_AVX2], avx512_cpu());
+#ifdef MXP_X86_CPUID
+    /* the AVX-512 streaming loops prefetch on AMD family 1Ah (Zen 5), where that was measured to
+     * help, and nowhere else (cvt_avx512.c has the numbers) */
+    mxp__avx512_prefetch = x86_detect().amd_1a;
+#endif
     if (memcmp(own[MXP__ISA_AVX512].cvt, tables[MXP__ISA_AVX512].cvt, sizeof own[0].cvt) != 0)
         own[MXP__ISA_AVX512].name = "avx512-own"; /* tells the two apart in tests and benchmarks */
 #endif

@@ -123,6 +123,11 @@ mxp__isa_id mxp__isa_select(const char *request);
 #define MXP__NT_THRESHOLD_DEFAULT ((size_t)24 << 20)
 extern size_t mxp__nt_threshold;
 
+/* Whether the AVX-512 kernels' streaming loops prefetch their source (cvt_avx512.c): set once by
+ * the dispatcher from the CPU (dispatch.c: on the CPUs where it was measured to help), read at the
+ * start of every streaming call. Only speed depends on it, never a result. */
+extern int mxp__avx512_prefetch;
+
 /*
  * The floating-point environment around a kernel call. The SIMD kernels (and the scalar
  * unscale's float32 multiply) use the SSE/AVX floating-point unit, which raises exception flags
