@@ -568,17 +568,19 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  *   0.89 -> 0.98. 4096 and 8192 bytes were no better (session 15). Nearest-even bfloat16 (the
  *   VCVTNEPS2BF16 step) went 0.95 -> 0.75 with it, hence MXP_SIMD_PREFETCH_NO_BF16; the
  *   widenings were unchanged, hence MXP_SIMD_PREFETCH_NO_WIDEN.
- * The runs of zero-aware float8 steps (ReLU data) always prefetch, 2048 bytes ahead
- * (MXP_SIMD_PREFETCH_RUN): the fast loop is left and re-entered every 32 steps there, and on the
- * AMD EPYC Zen 5, 2^26 elements, one thread, random ReLU data (half +0), f32->e4m3fn went
- * 0.165-0.166 -> 0.119-0.121 ns/element and f32->e5m2 0.168-0.169 -> 0.115-0.118 (the limit:
- * about 0.095), uniform data unchanged. */
+ * The runs of zero-aware float8 steps (ReLU data) prefetch on every CPU (MXP_SIMD_PREFETCH_RUN):
+ * the fast loop is left and re-entered every 32 steps there, and on the AMD EPYC Zen 5, 2^26
+ * elements, one thread, random ReLU data (half +0), 2048 bytes ahead took f32->e4m3fn from
+ * 0.165-0.166 to 0.119-0.121 ns/element and f32->e5m2 from 0.168-0.169 to 0.115-0.118 (the limit:
+ * about 0.095), uniform data unchanged (session 13); 6144 bytes ahead, three alternating
+ * `--relu` runs, ratio to the limit 2048 -> 6144: f32->e4m3fn 0.79 -> 0.87, sat 0.80 -> 0.87,
+ * f32->e5m2 0.80 -> 0.89, sat 0.82 -> 0.94, stochastic e4m3fn 0.71 -> 0.77, e5m2 0.76 -> 0.89
+ * (session 15). The zero-aware runs are unmeasured on Zen 4. */
 #define MXP_SIMD_PREFETCH_DIST 6144
 #define MXP_SIMD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #define MXP_SIMD_PREFETCH_ON mxp__avx512_prefetch
 #define MXP_SIMD_PREFETCH_NO_BF16 1
 #define MXP_SIMD_PREFETCH_NO_WIDEN 1
-#define MXP_SIMD_PREFETCH_RUN_DIST 2048
 #define MXP_SIMD_PREFETCH_RUN(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
 #include "cvt_simd_impl.h"

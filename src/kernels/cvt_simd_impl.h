@@ -119,10 +119,9 @@
  * defined, only in calls that start with that expression nonzero (a run-time choice per CPU),
  * and neither in the nearest-even bfloat16 narrowing if MXP_SIMD_PREFETCH_NO_BF16 is defined nor
  * in the widenings if MXP_SIMD_PREFETCH_NO_WIDEN is;
- * and MXP_SIMD_PREFETCH_RUN(p) (with MXP_SIMD_PREFETCH_RUN_DIST, default
- * MXP_SIMD_PREFETCH_DIST): the float8 runs of zero-aware steps that follow a failed fast step
- * prefetch so whatever MXP_SIMD_PREFETCH_ON says (ReLU data, where the fast loop is left every
- * 32 steps; MXP_SIMD_PREFETCH_RUN defaults to MXP_SIMD_PREFETCH).
+ * and MXP_SIMD_PREFETCH_RUN(p) (same distance): the float8 runs of zero-aware steps that follow a
+ * failed fast step prefetch so whatever MXP_SIMD_PREFETCH_ON says (ReLU data, where the fast loop
+ * is left every 32 steps; MXP_SIMD_PREFETCH_RUN defaults to MXP_SIMD_PREFETCH).
  */
 #ifndef MIXPREC_CVT_SIMD_IMPL_H
 #define MIXPREC_CVT_SIMD_IMPL_H
@@ -134,9 +133,6 @@
 
 #if defined(MXP_SIMD_PREFETCH) && !defined(MXP_SIMD_PREFETCH_RUN)
 #define MXP_SIMD_PREFETCH_RUN(p) MXP_SIMD_PREFETCH(p)
-#endif
-#if defined(MXP_SIMD_PREFETCH_RUN) && !defined(MXP_SIMD_PREFETCH_RUN_DIST)
-#define MXP_SIMD_PREFETCH_RUN_DIST MXP_SIMD_PREFETCH_DIST
 #endif
 #ifndef MXP_SIMD_PREFETCH_ON
 #define MXP_SIMD_PREFETCH_ON 1
@@ -609,7 +605,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                     const unsigned char *q = s + 4 * i;
 #ifdef MXP_SIMD_PREFETCH_RUN
                     if (nt) {
-                        for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_RUN_DIST);
+                        for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_DIST);
                     }
 #endif
                     int r = narrow8_fast4wz(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL), ld32(q + 12 * VL),
@@ -640,7 +636,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
 #ifdef MXP_SIMD_PREFETCH_RUN
                         if (nt) {
                             for (size_t o = 0; o < 16 * VL; o += 64)
-                                MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_RUN_DIST);
+                                MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_DIST);
                         }
 #endif
                         const int r = narrow8_fast4z(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL),
@@ -789,7 +785,7 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
 #ifdef MXP_SIMD_PREFETCH_RUN
                 if (nt) {
                     for (size_t o = 0; o < 8 * VL; o += 64)
-                        MXP_SIMD_PREFETCH_RUN(s + 4 * i + o + MXP_SIMD_PREFETCH_RUN_DIST);
+                        MXP_SIMD_PREFETCH_RUN(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
                 }
 #endif
                 const V r0 = sr_words_hi(il, khi, m1, m2), r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
