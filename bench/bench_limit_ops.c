@@ -18,7 +18,11 @@
  * (median of bench_util.h's timing), and the ratio time(k = 0) / time(k): 1.00 is "at the
  * limit", 0.80 means the pass takes 1.25x the limit's time.
  *
- * Usage: bench_limit_ops [--quick]   (--quick: fewer k values)
+ * With --prefetch BYTES every step but k = 0's also prefetches its source lines BYTES ahead (as
+ * the AVX-512 kernels do on some CPUs, cvt_avx512.c); the ratio stays against the plain k = 0
+ * loop, so it shows how much of the cost of the arithmetic the prefetch wins back.
+ *
+ * Usage: bench_limit_ops [--quick] [--prefetch BYTES]   (--quick: fewer k values)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +39,8 @@
         unsigned char *d = c->dst;                                                             \
         for (size_t j = 0; j < c->n / (W); j++) {                                              \
             const unsigned char *q = s + 4 * j * (W);                                          \
+            if (c->pf)                                                                         \
+                for (size_t o = 0; o < 4 * (W); o += 64) _mm_prefetch((const char *)q + o + c->pf, _MM_HINT_T0); \
             const T x[4] = {LOAD(q), LOAD(q + (W)), LOAD(q + 2 * (W)), LOAD(q + 3 * (W))};     \
             T a[4] = {x[0], x[1], x[2], x[3]};                                                 \
             _Pragma("GCC unroll 64") for (int t = 0; t < (K); t++) a[t % 4] =                  \
@@ -49,8 +55,9 @@
 typedef struct lo_ctx {
     const unsigned char *src;
     unsigned char *dst;
-    size_t n; /* destination bytes = elements */
+    size_t n;  /* destination bytes = elements */
     int nt;
+    size_t pf; /* prefetch the source this many bytes ahead (0: no prefetch) */
 } lo_ctx;
 
 #define LO_FN256(K)                                                                            \
@@ -86,11 +93,17 @@ enum { NK = sizeof fns256 / sizeof fns256[0] };
 int main(int argc, char **argv)
 {
     int quick = 0;
+    size_t prefetch = 0;
     for (int i = 1; i < argc; i++) {
+        char *end = NULL;
         if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
+        } else if (strcmp(argv[i], "--prefetch") == 0 && i + 1 < argc &&
+                   (prefetch = strtoul(argv[i + 1], &end, 10), end != argv[i + 1] && *end == '\0') &&
+                   prefetch <= 1u << 20) {
+            i++;
         } else {
-            fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--prefetch BYTES (at most 1048576)]\n", argv[0]);
             return 2;
         }
     }
@@ -110,7 +123,7 @@ int main(int argc, char **argv)
     const lo_fn *fns = w512 ? fns512 : fns256;
     const int W = w512 ? 64 : 32;
     const size_t sizes[2] = {(size_t)1 << 16, (size_t)1 << 26};
-    printf("width_bytes,n,k_ops_per_step,ns_per_elem,ratio_to_k0\n");
+    printf("width_bytes,n,prefetch_bytes,k_ops_per_step,ns_per_elem,ratio_to_k0\n");
     for (int si = 0; si < 2; si++) {
         const size_t n = sizes[si];
         unsigned char *src = aligned_alloc(64, 4 * n), *dst = aligned_alloc(64, n);
@@ -122,13 +135,14 @@ int main(int argc, char **argv)
         }
         for (size_t i = 0; i < 4 * n; i++) src[i] = (unsigned char)(i * 131u + (i >> 9));
         memset(dst, 0, n);
-        lo_ctx c = {src, dst, n, 5 * n >= mxp__nt_threshold};
+        lo_ctx c = {src, dst, n, 5 * n >= mxp__nt_threshold, 0};
         double base = 0;
         for (int ki = 0; ki < NK; ki++) {
             if (quick && fns[ki].k % 8 != 0 && fns[ki].k != 12) continue;
+            c.pf = fns[ki].k == 0 ? 0 : prefetch; /* fns[0] is k = 0: the plain limit loop */
             const double ns = bu_time_median(fns[ki].fn, &c) / (double)n;
             if (fns[ki].k == 0) base = ns;
-            printf("%d,%zu,%d,%.4f,%.3f\n", W, n, fns[ki].k, ns, base / ns);
+            printf("%d,%zu,%zu,%d,%.4f,%.3f\n", W, n, c.pf, fns[ki].k, ns, base / ns);
         }
         free(src);
         free(dst);
