@@ -634,7 +634,14 @@ static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, 
     const n8w_c c = n8w_consts(D, fast_consts(t).add, 1u << t.m, t.maxfin);
     const V lo = _mm512_set1_epi16((short)((128 - t.bias) << 7)), mag = _mm512_set1_epi16(0x7FFF);
     const V C = _mm512_set1_epi16((short)(135 - t.bias - t.m));
+    /* the source prefetch of the float32 narrowings (MXP_SIMD_PREFETCH_ON, above): Zen 5, 2^26,
+     * seven alternating runs, 0.0786 -> 0.0737 ns/element (medians) */
+    const int pf = nt && mxp__avx512_prefetch;
     for (; i + 64 <= n; i += 64) {
+        if (pf) {
+            _mm_prefetch((const char *)(s + 2 * i + MXP_SIMD_PREFETCH_DIST), _MM_HINT_T0);
+            _mm_prefetch((const char *)(s + 2 * i + 64 + MXP_SIMD_PREFETCH_DIST), _MM_HINT_T0);
+        }
         const V x = _mm512_loadu_si512(s + 2 * i), y = _mm512_loadu_si512(s + 2 * i + 64);
         const V t0 = n8w_tq(x, c.Dw, c.k), t1 = n8w_tq(y, c.Dw, c.k);
         const __mmask32 b0 = n8w_bad(t0, c.qm, c.mn, c.span), b1 = n8w_bad(t1, c.qm, c.mn, c.span);
