@@ -227,6 +227,10 @@ static void build(mxp__isa_id isa)
  * (2026-11-26, the streaming bfloat16 step bf16_hw4 (cvt_avx512.c), f32->bf16 at 2^26, three
  * alternating `--only` runs: avx2 0.129-0.146, avx512 0.128-0.134; in cache 0.056-0.059 /
  * 0.030: the avx512 kernel in both regimes now.)
+ * (2026-11-26, session 15: on AMD family 1Ah the AVX-512 streaming float8 and stochastic
+ * narrowings now prefetch their source 6144 bytes ahead (mxp__avx512_prefetch, cvt_avx512.c):
+ * float8 encodes at 2^26 0.75-0.81x -> 0.86-0.94x of the limit. The avx2 kernels were already
+ * slower there, so no choice changed.)
  * On Zen 5 the 512-bit units make the float8 steps about 1.6x faster in cache; the float8
  * encodes now win in both regimes. Zen 4 executes a 512-bit operation as two 256-bit halves
  * (AMD family 19h), so the two CPUs get different choices: picks[] holds one set per kind,
