@@ -10,7 +10,8 @@
  * memcpy moving the same traffic), and the ratio to the physical limit of bench_limit.h (a loop
  * reading the same source bytes and writing the same destination bytes, with non-temporal
  * stores out of cache and plain ones in cache, one thread, measured in the same run; 1.00 =
- * as fast as the hardware moves those bytes). The header names the CPU (/proc/cpuinfo).
+ * as fast as the hardware moves those bytes). The header names the CPU (/proc/cpuinfo) and, on AVX-512 CPUs, whether the AVX-512 kernels
+ * prefetch their source in streaming calls (a per-CPU choice, src/kernels/dispatch.c).
  * ISA rows: each table's own kernels ("avx512-own" where the dispatched avx512 table keeps some
  * avx2 kernels) and, where it differs, the avx512 table as dispatched ("avx512").
  *
@@ -359,8 +360,11 @@ int main(int argc, char **argv)
     memset(dst, 0, maxn * 8);
     char cpu[512];
     bl_cpu_name(cpu, sizeof cpu);
+    /* the AVX-512 kernels' streaming prefetch is a per-CPU choice (dispatch.c): say which ran */
+    const int has512 = mxp__kernels_for(MXP__ISA_AVX512) != NULL; /* also runs the dispatcher */
     if (csv) {
         printf("# CPU: %s\n", cpu);
+        if (has512) printf("# AVX-512 streaming source prefetch: %s\n", mxp__avx512_prefetch ? "on" : "off");
         printf("conversion,isa,threads,n,ns_per_elem,gbps,memcpy_gbps,ratio_to_memcpy,limit_ns_per_elem,ratio_to_limit\n");
     } else {
         printf("mixprec conversions; CPU: %s\nactive path %s; GB/s = bytes read + written per second;\n"
@@ -368,6 +372,8 @@ int main(int argc, char **argv)
                "limit = ns/elem of a loop moving the same bytes (non-temporal stores out of cache, plain in\n"
                "cache; one thread), lim.ratio = its time / conversion time (all measured in this run)\n\n",
                cpu, mxp_isa());
+        if (has512)
+            printf("AVX-512 streaming source prefetch: %s (src/kernels/dispatch.c)\n\n", mxp__avx512_prefetch ? "on" : "off");
         printf("%-16s %-10s %3s  %-5s %9s %8s %8s %8s %9s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
                "GB/s", "memcpy", "ratio", "limit", "lim.ratio");
     }
