@@ -10,8 +10,9 @@
  * memcpy moving the same traffic), and the ratio to the physical limit of bench_limit.h (a loop
  * reading the same source bytes and writing the same destination bytes, with non-temporal
  * stores out of cache and plain ones in cache, one thread, measured in the same run; 1.00 =
- * as fast as the hardware moves those bytes). The header names the CPU (/proc/cpuinfo) and, on AVX-512 CPUs, whether the AVX-512 kernels
- * prefetch their source in streaming calls (a per-CPU choice, src/kernels/dispatch.c).
+ * as fast as the hardware moves those bytes). The header names the CPU (/proc/cpuinfo) and, on
+ * AVX-512 CPUs, whether the AVX-512 kernels prefetch their source in streaming calls (a per-CPU
+ * choice, src/kernels/dispatch.c).
  * ISA rows: each table's own kernels ("avx512-own" where the dispatched avx512 table keeps some
  * avx2 kernels) and, where it differs, the avx512 table as dispatched ("avx512").
  *
