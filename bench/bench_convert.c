@@ -363,9 +363,10 @@ int main(int argc, char **argv)
     bl_cpu_name(cpu, sizeof cpu);
     /* the AVX-512 kernels' streaming prefetch is a per-CPU choice (dispatch.c): say which ran */
     const int has512 = mxp__kernels_for(MXP__ISA_AVX512) != NULL; /* also runs the dispatcher */
+    const char *prefetch = mxp__avx512_prefetch ? "on" : "off";
     if (csv) {
         printf("# CPU: %s\n", cpu);
-        if (has512) printf("# AVX-512 streaming source prefetch: %s\n", mxp__avx512_prefetch ? "on" : "off");
+        if (has512) printf("# AVX-512 streaming source prefetch: %s\n", prefetch);
         printf("conversion,isa,threads,n,ns_per_elem,gbps,memcpy_gbps,ratio_to_memcpy,limit_ns_per_elem,ratio_to_limit\n");
     } else {
         printf("mixprec conversions; CPU: %s\nactive path %s; GB/s = bytes read + written per second;\n"
@@ -373,8 +374,7 @@ int main(int argc, char **argv)
                "limit = ns/elem of a loop moving the same bytes (non-temporal stores out of cache, plain in\n"
                "cache; one thread), lim.ratio = its time / conversion time (all measured in this run)\n\n",
                cpu, mxp_isa());
-        if (has512)
-            printf("AVX-512 streaming source prefetch: %s (src/kernels/dispatch.c)\n\n", mxp__avx512_prefetch ? "on" : "off");
+        if (has512) printf("AVX-512 streaming source prefetch: %s (src/kernels/dispatch.c)\n\n", prefetch);
         printf("%-16s %-10s %3s  %-5s %9s %8s %8s %8s %9s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
                "GB/s", "memcpy", "ratio", "limit", "lim.ratio");
     }

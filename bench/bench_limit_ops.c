@@ -39,8 +39,8 @@
         unsigned char *d = c->dst;                                                             \
         for (size_t j = 0; j < c->n / (W); j++) {                                              \
             const unsigned char *q = s + 4 * j * (W);                                          \
-            if (c->pf)                                                                         \
-                for (size_t o = 0; o < 4 * (W); o += 64) _mm_prefetch((const char *)q + o + c->pf, _MM_HINT_T0); \
+            for (size_t o = 0; c->pf && o < 4 * (W); o += 64)                                  \
+                _mm_prefetch((const char *)q + o + c->pf, _MM_HINT_T0);                        \
             const T x[4] = {LOAD(q), LOAD(q + (W)), LOAD(q + 2 * (W)), LOAD(q + 3 * (W))};     \
             T a[4] = {x[0], x[1], x[2], x[3]};                                                 \
             _Pragma("GCC unroll 64") for (int t = 0; t < (K); t++) a[t % 4] =                  \
@@ -98,14 +98,14 @@ int main(int argc, char **argv)
         char *end = NULL;
         if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
-        } else if (strcmp(argv[i], "--prefetch") == 0 && i + 1 < argc &&
-                   (prefetch = strtoul(argv[i + 1], &end, 10), end != argv[i + 1] && *end == '\0') &&
-                   prefetch <= 1u << 20) {
-            i++;
-        } else {
-            fprintf(stderr, "usage: %s [--quick] [--prefetch BYTES (at most 1048576)]\n", argv[0]);
-            return 2;
+            continue;
         }
+        if (strcmp(argv[i], "--prefetch") == 0 && i + 1 < argc) {
+            prefetch = strtoul(argv[++i], &end, 10);
+            if (end != argv[i] && *end == '\0' && prefetch <= 1u << 20) continue;
+        }
+        fprintf(stderr, "usage: %s [--quick] [--prefetch BYTES (at most 1048576)]\n", argv[0]);
+        return 2;
     }
     char cpu[256];
     bl_cpu_name(cpu, sizeof cpu);

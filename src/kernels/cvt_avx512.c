@@ -566,9 +566,9 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  *   limit (median): f32->e4m3fn 0.78 -> 0.87, sat 0.78 -> 0.87, f32->e5m2 0.84 -> 0.93, sat 0.77
  *   -> 0.91, stochastic e4m3fn 0.69 -> 0.80, e5m2 0.77 -> 0.92, float16 0.87 -> 0.95, bfloat16
  *   0.89 -> 0.98. 4096 and 8192 bytes were no better (session 15). Nearest-even bfloat16 (the
- *   VCVTNEPS2BF16 step) went 0.95 -> 0.75 with it, hence MXP_SIMD_PREFETCH_NO_BF16; the
- *   widenings were unchanged, hence MXP_SIMD_PREFETCH_NO_WIDEN.
- * The runs of zero-aware float8 steps (ReLU data) prefetch on every CPU (MXP_SIMD_PREFETCH_RUN):
+ *   VCVTNEPS2BF16 step) went 0.95 -> 0.75 with it, hence MXP_SIMD_PREFETCH_BF16 0; the
+ *   widenings were unchanged, hence MXP_SIMD_PREFETCH_WIDEN 0.
+ * The runs of zero-aware float8 steps (ReLU data) prefetch on every CPU (cvt_simd_impl.h):
  * the fast loop is left and re-entered every 32 steps there, and on the AMD EPYC Zen 5, 2^26
  * elements, one thread, random ReLU data (half +0), 2048 bytes ahead took f32->e4m3fn from
  * 0.165-0.166 to 0.119-0.121 ns/element and f32->e5m2 from 0.168-0.169 to 0.115-0.118 (the limit:
@@ -579,9 +579,8 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #define MXP_SIMD_PREFETCH_DIST 6144
 #define MXP_SIMD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #define MXP_SIMD_PREFETCH_ON mxp__avx512_prefetch
-#define MXP_SIMD_PREFETCH_NO_BF16 1
-#define MXP_SIMD_PREFETCH_NO_WIDEN 1
-#define MXP_SIMD_PREFETCH_RUN(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#define MXP_SIMD_PREFETCH_BF16 0
+#define MXP_SIMD_PREFETCH_WIDEN 0
 
 #include "cvt_simd_impl.h"
 
@@ -636,11 +635,11 @@ static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, 
     const V C = _mm512_set1_epi16((short)(135 - t.bias - t.m));
     /* the source prefetch of the float32 narrowings (MXP_SIMD_PREFETCH_ON, above): Zen 5, 2^26,
      * seven alternating runs, 0.0786 -> 0.0737 ns/element (medians) */
-    const int pf = nt && mxp__avx512_prefetch;
+    const int pf = nt && MXP_SIMD_PREFETCH_ON;
     for (; i + 64 <= n; i += 64) {
         if (pf) {
-            _mm_prefetch((const char *)(s + 2 * i + MXP_SIMD_PREFETCH_DIST), _MM_HINT_T0);
-            _mm_prefetch((const char *)(s + 2 * i + 64 + MXP_SIMD_PREFETCH_DIST), _MM_HINT_T0);
+            MXP_SIMD_PREFETCH(s + 2 * i + MXP_SIMD_PREFETCH_DIST);
+            MXP_SIMD_PREFETCH(s + 2 * i + 64 + MXP_SIMD_PREFETCH_DIST);
         }
         const V x = _mm512_loadu_si512(s + 2 * i), y = _mm512_loadu_si512(s + 2 * i + 64);
         const V t0 = n8w_tq(x, c.Dw, c.k), t1 = n8w_tq(y, c.Dw, c.k);

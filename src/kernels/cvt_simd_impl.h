@@ -115,13 +115,12 @@
  * read-for-ownership of every destination line) and MXP_SIMD_NT_FENCE(), and may define
  * MXP_SIMD_PREFETCH(p) with MXP_SIMD_PREFETCH_DIST (bytes): streaming loops then prefetch their
  * source that far ahead (a prefetch never faults, so running past the end is harmless), except
- * the hardware float16 narrowing, which it slowed down, and, when MXP_SIMD_PREFETCH_ON is
- * defined, only in calls that start with that expression nonzero (a run-time choice per CPU),
- * and neither in the nearest-even bfloat16 narrowing if MXP_SIMD_PREFETCH_NO_BF16 is defined nor
- * in the widenings if MXP_SIMD_PREFETCH_NO_WIDEN is;
- * and MXP_SIMD_PREFETCH_RUN(p) (same distance): the float8 runs of zero-aware steps that follow a
- * failed fast step prefetch so whatever MXP_SIMD_PREFETCH_ON says (ReLU data, where the fast loop
- * is left every 32 steps; MXP_SIMD_PREFETCH_RUN defaults to MXP_SIMD_PREFETCH).
+ * the hardware float16 narrowing, which it slowed down. Three optional switches narrow that:
+ * MXP_SIMD_PREFETCH_ON (an expression read at the start of each call: a run-time choice per CPU,
+ * default 1), MXP_SIMD_PREFETCH_BF16 and MXP_SIMD_PREFETCH_WIDEN (0: never in the nearest-even
+ * bfloat16 narrowing / in the widenings; default 1). The float8 runs of zero-aware steps that
+ * follow a failed fast step prefetch whatever MXP_SIMD_PREFETCH_ON says (ReLU data, where the
+ * fast loop is left every 32 steps).
  */
 #ifndef MIXPREC_CVT_SIMD_IMPL_H
 #define MIXPREC_CVT_SIMD_IMPL_H
@@ -131,11 +130,14 @@
 
 #include "kernels.h"
 
-#if defined(MXP_SIMD_PREFETCH) && !defined(MXP_SIMD_PREFETCH_RUN)
-#define MXP_SIMD_PREFETCH_RUN(p) MXP_SIMD_PREFETCH(p)
-#endif
 #ifndef MXP_SIMD_PREFETCH_ON
 #define MXP_SIMD_PREFETCH_ON 1
+#endif
+#ifndef MXP_SIMD_PREFETCH_BF16
+#define MXP_SIMD_PREFETCH_BF16 1
+#endif
+#ifndef MXP_SIMD_PREFETCH_WIDEN
+#define MXP_SIMD_PREFETCH_WIDEN 1
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -500,11 +502,8 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
     int tiny_prev = 0; /* the last step took narrow8_fast4t inside the fast loop */
 #endif
 #ifdef MXP_SIMD_PREFETCH
-    const int pf = nt && MXP_SIMD_PREFETCH_ON && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16)
-#ifdef MXP_SIMD_PREFETCH_NO_BF16
-                   && t.bias != 127
-#endif
-        ;
+    const int pf = nt && MXP_SIMD_PREFETCH_ON && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16) &&
+                   (MXP_SIMD_PREFETCH_BF16 || t.bias != 127);
 #endif
     while (i + 2 * VL <= n) {
         /* Fast steps until one needs another path. Those paths sit outside this inner loop, so
@@ -603,9 +602,9 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                 for (; i + 4 * VL <= zend; i += 4 * VL) {
 #ifdef MXP_SIMD_NARROW8_FAST_WZ
                     const unsigned char *q = s + 4 * i;
-#ifdef MXP_SIMD_PREFETCH_RUN
+#ifdef MXP_SIMD_PREFETCH
                     if (nt) {
-                        for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_DIST);
+                        for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH(q + o + MXP_SIMD_PREFETCH_DIST);
                     }
 #endif
                     int r = narrow8_fast4wz(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL), ld32(q + 12 * VL),
@@ -633,10 +632,10 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                     const size_t i0 = i, zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
                     for (; i + 4 * VL <= zend; i += 4 * VL) {
                         const unsigned char *q = s + 4 * i;
-#ifdef MXP_SIMD_PREFETCH_RUN
+#ifdef MXP_SIMD_PREFETCH
                         if (nt) {
                             for (size_t o = 0; o < 16 * VL; o += 64)
-                                MXP_SIMD_PREFETCH_RUN(q + o + MXP_SIMD_PREFETCH_DIST);
+                                MXP_SIMD_PREFETCH(q + o + MXP_SIMD_PREFETCH_DIST);
                         }
 #endif
                         const int r = narrow8_fast4z(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL),
@@ -782,10 +781,10 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
              * while each has a zero, at most 32, then the fast loop again */
             const size_t i0 = i, zend = (end - i) / (2 * VL) > 32 ? i + 32 * 2 * VL : end;
             while (i < zend) {
-#ifdef MXP_SIMD_PREFETCH_RUN
+#ifdef MXP_SIMD_PREFETCH
                 if (nt) {
                     for (size_t o = 0; o < 8 * VL; o += 64)
-                        MXP_SIMD_PREFETCH_RUN(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
+                        MXP_SIMD_PREFETCH(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
                 }
 #endif
                 const V r0 = sr_words_hi(il, khi, m1, m2), r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
@@ -915,11 +914,7 @@ static SIMD_INLINE size_t widen_run(unsigned char *d, const unsigned char *s, si
 #define WIDEN_ST(p, x) st32((p), (x))
 #endif
 #ifdef MXP_SIMD_PREFETCH
-#ifdef MXP_SIMD_PREFETCH_NO_WIDEN
-    const int pf = 0;
-#else
-    const int pf = nt && MXP_SIMD_PREFETCH_ON;
-#endif
+    const int pf = MXP_SIMD_PREFETCH_WIDEN && nt && MXP_SIMD_PREFETCH_ON;
 #endif
     for (; i + 4 * VL <= n; i += 4 * VL) {
 #ifdef MXP_SIMD_PREFETCH
