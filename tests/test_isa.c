@@ -10,6 +10,7 @@
  * bytes after the output, and FTZ/DAZ set in MXCSR. An ISA this CPU lacks is reported as
  * skipped. Dispatch: MIXPREC_ISA is honoured with fallback (checked in forked children).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -645,6 +646,66 @@ static void test_dispatch(void **state)
 /* Every narrow source pattern (all 2^16 float16 / bfloat16, all 2^8 float8) through every
  * accelerated entry from it, both modes and both overflow modes, index0 also straddling 2^32:
  * the composed narrow -> narrow / float64 entries (cvt_compose.c) and the widenings. */
+/*
+ * Stochastic rounding at its exact boundary, against the rule itself rather than the reference
+ * code: a value below the target's normal range with a dropped part of F / 2^32 quanta rounds
+ * up iff F + r >= 2^32, r = mxp__sr_bits(seed, index) with all 32 bits. A value with F < 2^24
+ * (float32 exponent such that the quantum is 2^32 ulps) makes the low bits of r decide: for the
+ * indices whose r lies in (2^32 - 2^24, 2^32 - 2^23], x = (2^32 - r) * Q / 2^32 must give the
+ * smallest subnormal code and x minus one ulp must give 0 (either sign). The other elements are
+ * 1.0 (so that the step around a boundary element leaves the fast path) or Q / 4 (every lane
+ * below the normal range). Every table, the scalar reference included, for float32 -> e4m3fn,
+ * e5m2 and float16; fails a kernel that drops the hash's last step (r's low bits).
+ */
+static void test_sr_boundary(void **state)
+{
+    (void)state;
+    enum { N = 1 << 16 };
+    static const struct {
+        int dt, q_exp; /* target, log2 of its subnormal quantum */
+    } tg[] = {{MXP_FLOAT8_E4M3FN, -9}, {MXP_FLOAT8_E5M2, -16}, {MXP_FLOAT16, -24}};
+    const uint64_t seed = 0x5EED5EEDull;
+    float *src = malloc(N * sizeof *src);
+    unsigned char *dst = malloc(2 * N);
+    assert_non_null(src);
+    assert_non_null(dst);
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 2];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    int ntabs = tables_to_check(tabs, scratch);
+    tabs[ntabs++] = mxp__scalar_kernels();
+    int hits = 0, checked = 0;
+    for (int ti = 0; ti < ntabs; ti++)
+        for (size_t g = 0; g < sizeof tg / sizeof tg[0]; g++)
+            for (int v = 0; v < 8; v++) { /* bit 0: one ulp below; bit 1: negative; bit 2: fill Q/4 */
+                const int dt = tg[g].dt, ob = dt == MXP_FLOAT16 ? 2 : 1;
+                const float fillv = (v & 4) ? ldexpf(1.0f, tg[g].q_exp - 2) : 1.0f;
+                for (size_t i = 0; i < N; i++) {
+                    const uint32_t r = mxp__sr_bits(seed, i);
+                    float x = fillv;
+                    if (r > 0xFF000000u && r <= 0xFF800000u) /* F = 2^32 - r in [2^23, 2^24) */
+                        x = ldexpf((float)(0x100000000ull - r - (uint64_t)(v & 1)), tg[g].q_exp - 32);
+                    src[i] = (v & 2) ? -x : x;
+                }
+                const mxp__cvt_args a = {false, seed, 0};
+                tabs[ti]->cvt[dt][MXP_FLOAT32][MXP__SR](dst, src, N, &a);
+                checked++;
+                for (size_t i = 0; i < N; i++) {
+                    const uint32_t r = mxp__sr_bits(seed, i);
+                    if (!(r > 0xFF000000u && r <= 0xFF800000u)) continue;
+                    hits++;
+                    const unsigned got = ob == 2 ? (unsigned)(dst[2 * i] | dst[2 * i + 1] << 8) : dst[i];
+                    const unsigned want = ((v & 2) ? 1u << (8 * ob - 1) : 0u) | ((v & 1) ? 0u : 1u);
+                    if (got != want)
+                        fail_msg("%s float32 -> %s SR: index %zu (r = 0x%08X) x = %a: got 0x%X, want 0x%X "
+                                 "(fill %a)", tabs[ti]->name, dt_name(dt), i, (unsigned)r, (double)src[i], got, want,
+                                 (double)fillv);
+                }
+            }
+    assert_true(hits > 100 * checked); /* about 128 boundary elements per call */
+    free(src);
+    free(dst);
+}
+
 static void test_narrow_sources(void **state)
 {
     (void)state;
@@ -830,6 +891,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_neon),
         cmocka_unit_test(test_mixed_data),
         cmocka_unit_test(test_narrow_sources),
+        cmocka_unit_test(test_sr_boundary),
         cmocka_unit_test(test_f64),
         cmocka_unit_test(test_fenv),
         cmocka_unit_test(test_streaming),
