@@ -26,12 +26,14 @@
  * Peer rows ("ggml-style", one thread): the row loops an engine without a conversion library
  * writes (see peer_for below), for float32 <-> float16 / bfloat16 nearest-even.
  *
- * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--scan]
+ * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--scan]
  *   --quick   n in {2^16, 2^26} only
  *   --csv     one CSV row per measurement instead of the table
  *   --isa     only this path (scalar, avx2, avx512, avx512-own, neon, or ggml-style for the peer rows only)
  *   --peers   with --isa: the peer rows too
  *   --relu    source data with half the values zero (ReLU outputs) instead of all in [-8, 8]
+ *   --range R source values over [-R, R] instead of [-8, 8] (R > 0): small values (R = 0.05)
+ *             put float8 results below the normal range in most 64-element steps
  *   --only    only the conversions whose name starts with this (e.g. "f32->e5m2")
  *   --scan    instead: n = 2^13 .. 2^22 (per-layer sizes), float32 -> bfloat16 and float16 ->
  *             float32, the active path: one thread ("1"); two threads with a thread started and
@@ -160,6 +162,7 @@ static void run_work(void *p)
  * real tensors have no period of 16 KiB, and a period also lets the branch predictor learn which
  * steps leave the fast loop. */
 static bool relu;
+static double range = 8.0;
 static void fill_src(unsigned char *src, int dt, size_t n)
 {
     enum { CHUNK = 4096 };
@@ -179,7 +182,7 @@ static void fill_src(unsigned char *src, int dt, size_t n)
             s ^= s << 13;
             s ^= s >> 7;
             s ^= s << 17;
-            f[j] = (float)((double)(s >> 11) * 0x1p-53 * 16.0 - 8.0);
+            f[j] = (float)(((double)(s >> 11) * 0x1p-53 * 2.0 - 1.0) * range);
             if (relu && (s >> 7) % 2) f[j] = 0.0f;
         }
         mxp_convert(tmp, (mxp_dtype)dt, f, MXP_FLOAT32, len);
@@ -334,9 +337,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) conv_only = argv[++i];
         else if (strcmp(argv[i], "--peers") == 0) peers = true;
         else if (strcmp(argv[i], "--relu") == 0) relu = true;
+        else if (strcmp(argv[i], "--range") == 0 && i + 1 < argc && atof(argv[i + 1]) > 0.0) range = atof(argv[++i]);
         else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--scan]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--scan]\n", argv[0]);
             return 2;
         }
     }
@@ -367,6 +371,7 @@ int main(int argc, char **argv)
     if (csv) {
         printf("# CPU: %s\n", cpu);
         if (has512) printf("# AVX-512 streaming source prefetch: %s\n", prefetch);
+        printf("# source data: over [-%g, %g]%s\n", range, range, relu ? ", half of it +0" : "");
         printf("conversion,isa,threads,n,ns_per_elem,gbps,memcpy_gbps,ratio_to_memcpy,limit_ns_per_elem,ratio_to_limit\n");
     } else {
         printf("mixprec conversions; CPU: %s\nactive path %s; GB/s = bytes read + written per second;\n"
@@ -375,6 +380,7 @@ int main(int argc, char **argv)
                "cache; one thread), lim.ratio = its time / conversion time (all measured in this run)\n\n",
                cpu, mxp_isa());
         if (has512) printf("AVX-512 streaming source prefetch: %s (src/kernels/dispatch.c)\n\n", prefetch);
+        printf("source data: over [-%g, %g]%s\n\n", range, range, relu ? ", half of it +0" : "");
         printf("%-16s %-10s %3s  %-5s %9s %8s %8s %8s %9s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
                "GB/s", "memcpy", "ratio", "limit", "lim.ratio");
     }
