@@ -84,22 +84,22 @@
  *   MXP_SIMD_NARROW8_FASTZ with narrow8_fast4z(p, x, y, z, w, D, add, minq, maxq, nt): as
  *                             narrow8_fast4, +-0 lanes accepted too; 0 = not stored, 1 = stored
  *                             with a zero lane, 2 = stored without one
- *   MXP_SIMD_NARROW8_FAST_TINY with narrow8_fast4t(p, s, D, add, minq, maxq, nt): the 4*VL
+ *   MXP_SIMD_NARROW8_FAST_TINY with narrow8_fast4t_lone(p, s, D, add, minq, maxq, nt): the 4*VL
  *                             float32 at s -> float8 nearest-even at p when no lane overflows or
  *                             is NaN (subnormal and +-0 results too; 1: a lane was below the
  *                             normal range, 2: none was), else 0 with nothing stored; tried
- *                             first when narrow8_fast4 fails: inside the fast loop for a lone
- *                             failing step, in a run while it returns 1 otherwise
- *   MXP_SIMD_NARROW8_FAST_WZ with narrow8_fast4wz(p, x, y, z, w, D, add, minq, maxq, nt): as
- *                             narrow8_fast4z (+-0 lanes accepted, same results), tried before
- *                             narrow8_fast4t in its run
+ *                             when narrow8_fast4 fails inside the fast loop for a lone failing
+ *                             step; and narrow8_tiny_run(d, s, i, n, D, add, minq, maxq, nt):
+ *                             such steps from element i while each returns 1 (at most 32),
+ *                             returning where it stopped (a second failing step in a row)
  *   MXP_SIMD_SR8_FAST with sr8_fast2(p, u0, u1, r0, r1, D, lo, hi, rebias, nt): 2*VL float32
  *                             -> float8 stochastically rounded with the words r0, r1 (their top
  *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is
  *                             in [lo, hi) (sr_consts), else false with nothing stored
- *   MXP_SIMD_SR8_FASTZ with sr8_fast2z(same arguments): as sr8_fast2, +-0 lanes accepted too;
- *                             0 = not stored, 1 = stored with a zero lane, 2 = without one;
- *                             tried in a run after sr_run's fast loop failed
+ *   MXP_SIMD_SR8_FASTZ with sr8_fast2z(same arguments): as sr8_fast2, lanes below the normal
+ *                             range (+-0 and subnormal results) accepted too; 0 = not stored,
+ *                             1 = stored with such a lane, 2 = without one; tried in a run
+ *                             after sr_run's fast loop failed
  *   MXP_SIMD_NARROW8_SUB with narrow8_sub2(p, x, y, D, add, lo, hi, scale, nt): 2*VL float32 ->
  *                             float8 nearest-even at p when no lane overflows or is NaN (normal
  *                             and subnormal results alike), else false with nothing stored
@@ -499,7 +499,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
 #endif
     (void)bk;
 #ifdef MXP_SIMD_NARROW8_FAST_TINY
-    int tiny_prev = 0; /* the last step took narrow8_fast4t inside the fast loop */
+    int tiny_prev = 0; /* the last step took narrow8_fast4t_lone inside the fast loop */
 #endif
 #ifdef MXP_SIMD_PREFETCH
     const int pf = nt && MXP_SIMD_PREFETCH_ON && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16) &&
@@ -566,7 +566,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                     /* a lone step with a subnormal or zero result (e4m3fn on data over
                      * [-8, 8]: 12% of steps) is taken here without leaving the loop; a second
                      * failing step in a row (ReLU data) leaves for the run of tiny-aware steps */
-                    if (!tiny_prev && narrow8_fast4t(d + i, p, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt) != 0) {
+                    if (!tiny_prev && narrow8_fast4t_lone(d + i, p, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt) != 0) {
                         tiny_prev = 1;
                         continue;
                     }
@@ -598,25 +598,8 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
             if (t.bits == 8) {
                 /* subnormal / zero results: a run of such steps while each has one (ReLU data:
                  * nearly all), at most 32, then the widest loop again */
-                const size_t i0 = i, zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
-                for (; i + 4 * VL <= zend; i += 4 * VL) {
-#ifdef MXP_SIMD_NARROW8_FAST_WZ
-                    const unsigned char *q = s + 4 * i;
-#ifdef MXP_SIMD_PREFETCH
-                    if (nt) {
-                        for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH(q + o + MXP_SIMD_PREFETCH_DIST);
-                    }
-#endif
-                    int r = narrow8_fast4wz(d + i, ld32(q), ld32(q + 4 * VL), ld32(q + 8 * VL), ld32(q + 12 * VL),
-                                            23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
-                    if (r == 0) r = narrow8_fast4t(d + i, q, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
-#else
-                    const int r = narrow8_fast4t(d + i, s + 4 * i, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
-#endif
-                    if (r == 1) continue;
-                    if (r == 2) i += 4 * VL;
-                    break;
-                }
+                const size_t i0 = i;
+                i = narrow8_tiny_run(d, s, i, n, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt);
                 if (i != i0) continue;
             }
 #endif
@@ -695,6 +678,59 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
     }
     return i;
 }
+
+#ifdef MXP_SIMD_SR8_FASTZ
+/* A run of sr8_fast2z steps from element i (il: the Weyl states of its indices) while each has a lane below the normal range, at most 32; returns where it stopped.
+ * Out of line, one copy per float8 format: inlined into sr_run, its constants and those of
+ * sr8_fast2z's subnormal lanes took the registers of the loops around it, which gcc then
+ * rebuilt in every step (AMD Zen 5, f32 -> e5m2 stochastic on ReLU data in cache: 0.092 ->
+ * 0.105 ns/element). */
+static SIMD_INLINE size_t sr8_zrun(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi,
+                                   const sfmt t, int nt)
+{
+    const srconst sc = sr_consts(t);
+    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2), step = v_set1((uint32_t)VL * MXP__SR_W);
+    V step2 = v_set1(2u * (uint32_t)VL * MXP__SR_W);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(m1);
+    MXP_SIMD_PIN(m2);
+    MXP_SIMD_PIN(step);
+    MXP_SIMD_PIN(step2);
+    MXP_SIMD_PIN(khi);
+#endif
+    V x = il;
+    const size_t zend = (end - i) / (2 * VL) > 32 ? i + 32 * 2 * VL : end;
+    while (i < zend) {
+#ifdef MXP_SIMD_PREFETCH
+        if (nt) {
+            for (size_t o = 0; o < 8 * VL; o += 64) MXP_SIMD_PREFETCH(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
+        }
+#endif
+        const V r0 = sr_words_hi(x, khi, m1, m2), r1 = sr_words_hi(v_add(x, step), khi, m1, m2);
+        const int r = sr8_fast2z(d + i, ld32(s + 4 * i), ld32(s + 4 * i + 4 * VL), r0, r1, 23 - t.m, sc.lo, sc.hi,
+                                 sc.rebias, nt);
+        if (r == 0) break;
+        x = v_add(x, step2);
+        i += 2 * VL;
+        if (r == 2) break;
+    }
+    return i;
+}
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static size_t sr8_zrun_e4m3(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi, int nt)
+{
+    return sr8_zrun(d, s, i, end, il, khi, SF_E4M3, nt);
+}
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static size_t sr8_zrun_e5m2(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi, int nt)
+{
+    return sr8_zrun(d, s, i, end, il, khi, SF_E5M2, nt);
+}
+#endif
 
 /*
  * The stochastic steps from element i to end (a multiple of 2*VL elements later), all in one
@@ -777,25 +813,15 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
         if (i >= end) break;
 #ifdef MXP_SIMD_SR8_FASTZ
         if (t.bits == 8) {
-            /* float8 with +-0 lanes (ReLU data: nearly every step): a run of zero-aware steps
-             * while each has a zero, at most 32, then the fast loop again */
-            const size_t i0 = i, zend = (end - i) / (2 * VL) > 32 ? i + 32 * 2 * VL : end;
-            while (i < zend) {
-#ifdef MXP_SIMD_PREFETCH
-                if (nt) {
-                    for (size_t o = 0; o < 8 * VL; o += 64)
-                        MXP_SIMD_PREFETCH(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
-                }
-#endif
-                const V r0 = sr_words_hi(il, khi, m1, m2), r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
-                const int r = sr8_fast2z(d + i, ld32(s + 4 * i), ld32(s + 4 * i + 4 * VL), r0, r1, 23 - t.m, sc.lo,
-                                         sc.hi, sc.rebias, nt);
-                if (r == 0) break;
-                il = v_add(il, v_add(step, step));
-                i += 2 * VL;
-                if (r == 2) break;
+            /* float8 with lanes below the normal range (ReLU data: +-0 in nearly every step): a
+             * run of such steps, then the fast loop again */
+            const size_t i0 = i;
+            i = t.m == 3 ? sr8_zrun_e4m3(d, s, i, end, il, khi, nt) : sr8_zrun_e5m2(d, s, i, end, il, khi, nt);
+            if (i != i0) {
+                /* the Weyl states of the indices i0 + k are k * W further on */
+                il = v_add(il, v_set1((uint32_t)(i - i0) * MXP__SR_W));
+                continue;
             }
-            if (i != i0) continue;
         }
 #endif
         /* the step at i needs the zero-aware or the general path */

@@ -306,6 +306,46 @@ EMU_FN simde__m512 emu_mm512_add_round_ps(simde__m512 a, simde__m512 b, int r)
 #undef _mm512_add_round_ps
 #define _mm512_add_round_ps(a, b, r) emu_mm512_add_round_ps((a), (b), (r))
 
+/* VSUBPS / VMULPS with embedded rounding, as emu_mm512_add_round_ps (op 0: a - b, 1: a * b) */
+EMU_FN simde__m512 emu_mm512_op_round_ps(simde__m512 a, simde__m512 b, int r, int op)
+{
+    float x[16], y[16];
+    memcpy(x, &a, sizeof x);
+    memcpy(y, &b, sizeof y);
+    fenv_t env;
+    fegetenv(&env);
+    const int mode = r & 3;
+    fesetround(mode == 0 ? FE_TONEAREST : mode == 1 ? FE_DOWNWARD : mode == 2 ? FE_UPWARD : FE_TOWARDZERO);
+    for (int i = 0; i < 16; i++) {
+        volatile float s = op == 0 ? x[i] - y[i] : x[i] * y[i];
+        x[i] = s;
+    }
+    fesetenv(&env);
+    simde__m512 out;
+    memcpy(&out, x, sizeof x);
+    return out;
+}
+#undef _mm512_sub_round_ps
+#define _mm512_sub_round_ps(a, b, r) emu_mm512_op_round_ps((a), (b), (r), 0)
+#undef _mm512_mul_round_ps
+#define _mm512_mul_round_ps(a, b, r) emu_mm512_op_round_ps((a), (b), (r), 1)
+
+/* VCVTTPS2UDQ: each lane truncated toward zero to an unsigned integer, 0xFFFFFFFF for NaN and
+ * values outside [0, 2^32) after truncation */
+EMU_FN simde__m512i emu_mm512_cvttps_epu32(simde__m512 a)
+{
+    float x[16];
+    memcpy(x, &a, sizeof x);
+    emu_u32x16 r;
+    for (int i = 0; i < 16; i++)
+        r.v[i] = (x[i] > -1.0f && x[i] < 4294967296.0f) ? (uint32_t)x[i] : 0xFFFFFFFFu;
+    simde__m512i out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+#undef _mm512_cvttps_epu32
+#define _mm512_cvttps_epu32 emu_mm512_cvttps_epu32
+
 /* VCVTPS2DQ: each lane rounded to an integer in the current rounding direction (MXCSR.RC), the
  * "integer indefinite" 0x80000000 for NaN and values outside the int32 range */
 #include <math.h>
