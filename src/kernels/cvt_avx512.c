@@ -630,47 +630,6 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #define MXP_SIMD_PREFETCH_BF16 0
 #define MXP_SIMD_PREFETCH_WIDEN 0
 
-/*
- * The tiny-aware steps out of line (cvt_simd_impl.h's MXP_SIMD_NARROW8_FAST_TINY): inlined into
- * the float32 -> float8 loop, their constants took the registers of the fast loop's, which gcc
- * then rebuilt in every step (f32 -> e5m2 in cache, which never leaves the fast loop on data over
- * [-8, 8]: 0.037 -> 0.042 ns/element). narrow8_fast4t_lone takes the lone failing step inside the
- * fast loop, narrow8_tiny_run a run of tiny-aware steps (at most 32, while each has a lane below
- * the normal range) and returns where it stopped. D (20: e4m3fn, 21: e5m2) picks an inlined copy
- * with the shift counts as constants.
- */
-#if defined(__GNUC__) || defined(__clang__)
-#define MXP_AVX512_NOINLINE __attribute__((noinline))
-#else
-#define MXP_AVX512_NOINLINE
-#endif
-MXP_AVX512_NOINLINE static int narrow8_fast4t_lone(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq,
-                                                   uint32_t maxq, int nt)
-{
-    return D == 20 ? narrow8_fast4t(p, s, 20, add, minq, maxq, nt) : narrow8_fast4t(p, s, 21, add, minq, maxq, nt);
-}
-PRIM size_t tiny_run8(unsigned char *d, const unsigned char *s, size_t i, size_t n, int D, uint32_t add,
-                      uint32_t minq, uint32_t maxq, int nt)
-{
-    const size_t zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
-    for (; i + 4 * VL <= zend; i += 4 * VL) {
-        const unsigned char *q = s + 4 * i;
-        if (nt) { /* whatever MXP_SIMD_PREFETCH_ON says (cvt_simd_impl.h) */
-            for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH(q + o + MXP_SIMD_PREFETCH_DIST);
-        }
-        const int r = narrow8_fast4t(d + i, q, D, add, minq, maxq, nt);
-        if (r == 1) continue;
-        if (r == 2) i += 4 * VL;
-        break;
-    }
-    return i;
-}
-MXP_AVX512_NOINLINE static size_t narrow8_tiny_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int D,
-                                                   uint32_t add, uint32_t minq, uint32_t maxq, int nt)
-{
-    return D == 20 ? tiny_run8(d, s, i, n, 20, add, minq, maxq, nt) : tiny_run8(d, s, i, n, 21, add, minq, maxq, nt);
-}
-
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx512(mxp__kernels *k) { simd_register(k); }

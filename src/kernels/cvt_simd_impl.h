@@ -84,14 +84,13 @@
  *   MXP_SIMD_NARROW8_FASTZ with narrow8_fast4z(p, x, y, z, w, D, add, minq, maxq, nt): as
  *                             narrow8_fast4, +-0 lanes accepted too; 0 = not stored, 1 = stored
  *                             with a zero lane, 2 = stored without one
- *   MXP_SIMD_NARROW8_FAST_TINY with narrow8_fast4t_lone(p, s, D, add, minq, maxq, nt): the 4*VL
+ *   MXP_SIMD_NARROW8_FAST_TINY with narrow8_fast4t(p, s, D, add, minq, maxq, nt): the 4*VL
  *                             float32 at s -> float8 nearest-even at p when no lane overflows or
  *                             is NaN (subnormal and +-0 results too; 1: a lane was below the
- *                             normal range, 2: none was), else 0 with nothing stored; tried
- *                             when narrow8_fast4 fails inside the fast loop for a lone failing
- *                             step; and narrow8_tiny_run(d, s, i, n, D, add, minq, maxq, nt):
- *                             such steps from element i while each returns 1 (at most 32),
- *                             returning where it stopped (a second failing step in a row)
+ *                             normal range, 2: none was), else 0 with nothing stored; taken out
+ *                             of line (narrow8_fast4t_lone, narrow8_tiny_run below) when
+ *                             narrow8_fast4 fails: for a lone failing step inside the fast loop,
+ *                             in a run while it returns 1 otherwise
  *   MXP_SIMD_SR8_FAST with sr8_fast2(p, u0, u1, r0, r1, D, lo, hi, rebias, nt): 2*VL float32
  *                             -> float8 stochastically rounded with the words r0, r1 (their top
  *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is
@@ -483,6 +482,53 @@ static SIMD_INLINE size_t tiny_run(unsigned char *d, const unsigned char *s, siz
     }
     return i;
 }
+
+#ifdef MXP_SIMD_NARROW8_FAST_TINY
+/*
+ * The tiny-aware float8 steps out of line: inlined into rne_run, their constants took the
+ * registers of the fast loop's, which gcc then rebuilt in every step (AVX-512 on AMD Zen 5,
+ * f32 -> e5m2 in cache, which never leaves the fast loop on data over [-8, 8]: 0.037 -> 0.042
+ * ns/element). narrow8_fast4t_lone takes the lone failing step inside the fast loop,
+ * narrow8_tiny_run a run of tiny-aware steps (at most 32, while each has a lane below the normal
+ * range) and returns where it stopped. D (20: e4m3fn, 21: e5m2) picks an inlined copy with the
+ * shift counts as constants. The run prefetches whatever MXP_SIMD_PREFETCH_ON says (ReLU data
+ * leaves and re-enters the fast loop every 32 steps).
+ */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static int narrow8_fast4t_lone(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq,
+                               int nt)
+{
+    return D == 20 ? narrow8_fast4t(p, s, 20, add, minq, maxq, nt) : narrow8_fast4t(p, s, 21, add, minq, maxq, nt);
+}
+static SIMD_INLINE size_t tiny_run8(unsigned char *d, const unsigned char *s, size_t i, size_t n, int D, uint32_t add,
+                                    uint32_t minq, uint32_t maxq, int nt)
+{
+    const size_t zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
+    for (; i + 4 * VL <= zend; i += 4 * VL) {
+        const unsigned char *q = s + 4 * i;
+#ifdef MXP_SIMD_PREFETCH
+        if (nt) {
+            for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH(q + o + MXP_SIMD_PREFETCH_DIST);
+        }
+#endif
+        const int r = narrow8_fast4t(d + i, q, D, add, minq, maxq, nt);
+        if (r == 1) continue;
+        if (r == 2) i += 4 * VL;
+        break;
+    }
+    return i;
+}
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static size_t narrow8_tiny_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int D, uint32_t add,
+                               uint32_t minq, uint32_t maxq, int nt)
+{
+    return D == 20 ? tiny_run8(d, s, i, n, 20, add, minq, maxq, nt) : tiny_run8(d, s, i, n, 21, add, minq, maxq, nt);
+}
+#endif
 
 /* The nearest-even steps from element i while 2*VL elements remain; returns where it stopped. */
 static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size_t i, size_t n,
