@@ -221,6 +221,79 @@ PRIM bool narrow8_sub2(void *p, V x, V y, int D, uint32_t add, uint32_t lo, uint
 #define MXP_SIMD_NARROW8_SUB 1
 
 /*
+ * The step after narrow8_fast4 failed (cvt_simd_impl.h runs it out of line, in runs; not for a
+ * lone failing step inside the fast loop, MXP_SIMD_NARROW8_FAST_TINY_LONE: with 16 registers a
+ * call there made gcc rebuild the fast loop's constants, uniform f32 -> e5m2 0.080 -> 0.087
+ * ns/element in cache on AMD Zen 5): 32 float32 -> float8 nearest-even when no lane overflows
+ * or is NaN, subnormal and +-0 results included (1: stored, a lane was below the normal range;
+ * 2: stored, none was), else 0 with nothing stored. The lanes in the normal range as in
+ * narrow8_fast4; the others:
+ *   - only +-0 among them (ReLU data): their words as in narrow8_fast4z;
+ *   - otherwise (|x| < lo, found on the inputs and packed to words in narrow8_words' order)
+ *     their codes by VCVTPS2PH as in narrow8_sub1 (exact whatever MXCSR says), the halves put
+ *     in narrow8_words' order (VINSERTI128 + VPERMQ), the sign or-ed into bit 7, blended into
+ *     the bytes after narrow8_store4's multiply-add.
+ * It replaces, for such steps, the zero-aware step, narrow8_sub2 per half and the dword
+ * tiny_run.
+ */
+#define MXP_SIMD_NARROW8_FAST_TINY 1
+PRIM V narrow8_tiny_words(V ax, V ay, __m256 sc)
+{
+    const __m128i hx = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_castsi256_ps(ax), sc), _MM_FROUND_TO_NEAREST_INT);
+    const __m128i hy = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_castsi256_ps(ay), sc), _MM_FROUND_TO_NEAREST_INT);
+    /* [x0-7 | y0-7] -> [x0-3 y0-3 | x4-7 y4-7], packus_epi32's order */
+    return _mm256_permute4x64_epi64(_mm256_inserti128_si256(_mm256_castsi128_si256(hx), hy, 1), 0xD8);
+}
+PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq, int nt)
+{
+    const V x = ld32(s), y = ld32(s + 32), z = ld32(s + 64), w = ld32(s + 96);
+    const int m = 23 - D, bias = m == 3 ? 7 : 15; /* e4m3fn or e5m2 */
+    const V k = _mm256_set1_epi32((int)add);
+    const V w0 = narrow8_words(x, y, D, k), w1 = narrow8_words(z, w, D, k);
+    const V qm = _mm256_set1_epi16((short)((1 << (31 - D)) - 1)), mn = _mm256_set1_epi16((short)minq),
+            span = _mm256_set1_epi16((short)(maxq - minq));
+    const V b0 = _mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(w0, qm), mn), span);
+    const V b1 = _mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(w1, qm), mn), span);
+    const V absm = _mm256_set1_epi32(0x7FFFFFFF), zero = _mm256_setzero_si256();
+    const V ax = _mm256_and_si256(x, absm), ay = _mm256_and_si256(y, absm), az = _mm256_and_si256(z, absm),
+            aw = _mm256_and_si256(w, absm);
+    const V z0 = _mm256_packs_epi32(_mm256_cmpeq_epi32(ax, zero), _mm256_cmpeq_epi32(ay, zero));
+    const V z1 = _mm256_packs_epi32(_mm256_cmpeq_epi32(az, zero), _mm256_cmpeq_epi32(aw, zero));
+    const V bz = _mm256_or_si256(_mm256_andnot_si256(z0, b0), _mm256_andnot_si256(z1, b1));
+    if (_mm256_testz_si256(bz, bz)) {
+        /* normal and +-0 lanes only: narrow8_fast4z's words */
+        const V zw = _mm256_set1_epi16((short)(add >> D));
+        narrow8_store4(p, _mm256_xor_si256(w0, _mm256_and_si256(z0, zw)), _mm256_xor_si256(w1, _mm256_and_si256(z1, zw)),
+                       D, nt);
+        const V zz = _mm256_or_si256(z0, z1);
+        return _mm256_testz_si256(zz, zz) ? 2 : 1;
+    }
+    const V lo = _mm256_set1_epi32((int)((uint32_t)(128 - bias) << 23));
+    const V t0 = _mm256_packs_epi32(_mm256_cmpgt_epi32(lo, ax), _mm256_cmpgt_epi32(lo, ay));
+    const V t1 = _mm256_packs_epi32(_mm256_cmpgt_epi32(lo, az), _mm256_cmpgt_epi32(lo, aw));
+    const V bad = _mm256_or_si256(_mm256_andnot_si256(t0, b0), _mm256_andnot_si256(t1, b1));
+    if (!_mm256_testz_si256(bad, bad)) return 0;
+    const __m256 sc = _mm256_castsi256_ps(_mm256_set1_epi32((int)((uint32_t)(127 + bias - 1 + m - 24) << 23)));
+    const V sm = _mm256_set1_epi16(0x80);
+    /* the codes below the normal range with the sign in bit 7 (the sign words: -1 or 0) */
+    const V c0 = _mm256_or_si256(narrow8_tiny_words(ax, ay, sc),
+                                 _mm256_and_si256(_mm256_packs_epi32(_mm256_srai_epi32(x, 31), _mm256_srai_epi32(y, 31)), sm));
+    const V c1 = _mm256_or_si256(narrow8_tiny_words(az, aw, sc),
+                                 _mm256_and_si256(_mm256_packs_epi32(_mm256_srai_epi32(z, 31), _mm256_srai_epi32(w, 31)), sm));
+    const V mul = _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8));
+    const V m0 = _mm256_blendv_epi8(_mm256_maddubs_epi16(w0, mul), c0, t0);
+    const V m1 = _mm256_blendv_epi8(_mm256_maddubs_epi16(w1, mul), c1, t1);
+    const V o = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(m0, m1), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    if (nt) {
+        _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(o));
+        _mm_stream_si128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
+    } else {
+        _mm256_storeu_si256((__m256i *)p, o);
+    }
+    return 1;
+}
+
+/*
  * float32 -> bfloat16 nearest-even for 16 lanes without NaN (the caller checks):
  *   t = u + 0x7FFF + lsb,  lsb = bit 16 of u;  result = t >> 16
  * (cvt_scalar.c's carry trick; the sign bit never receives a carry). Saturation is fixed up on

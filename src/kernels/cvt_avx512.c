@@ -415,6 +415,7 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
  * ns/element; over [-0.5, 0.5] (86%) 0.118 -> 0.061; over [-0.05, 0.05] (all) 0.126 -> 0.051.
  */
 #define MXP_SIMD_NARROW8_FAST_TINY 1
+#define MXP_SIMD_NARROW8_FAST_TINY_LONE 1
 PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq,
                         int nt)
 {

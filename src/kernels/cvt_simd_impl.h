@@ -89,8 +89,10 @@
  *                             is NaN (subnormal and +-0 results too; 1: a lane was below the
  *                             normal range, 2: none was), else 0 with nothing stored; taken out
  *                             of line (narrow8_fast4t_lone, narrow8_tiny_run below) when
- *                             narrow8_fast4 fails: for a lone failing step inside the fast loop,
- *                             in a run while it returns 1 otherwise
+ *                             narrow8_fast4 fails: in a run while it returns 1, and, with
+ *                             MXP_SIMD_NARROW8_FAST_TINY_LONE, for a lone failing step inside
+ *                             the fast loop (a call there cost AVX2, with 16 registers, its
+ *                             fast loop's constants)
  *   MXP_SIMD_SR8_FAST with sr8_fast2(p, u0, u1, r0, r1, D, lo, hi, rebias, nt): 2*VL float32
  *                             -> float8 stochastically rounded with the words r0, r1 (their top
  *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is
@@ -494,6 +496,7 @@ static SIMD_INLINE size_t tiny_run(unsigned char *d, const unsigned char *s, siz
  * shift counts as constants. The run prefetches whatever MXP_SIMD_PREFETCH_ON says (ReLU data
  * leaves and re-enters the fast loop every 32 steps).
  */
+#ifdef MXP_SIMD_NARROW8_FAST_TINY_LONE
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((noinline))
 #endif
@@ -502,6 +505,7 @@ static int narrow8_fast4t_lone(void *p, const unsigned char *s, int D, uint32_t 
 {
     return D == 20 ? narrow8_fast4t(p, s, 20, add, minq, maxq, nt) : narrow8_fast4t(p, s, 21, add, minq, maxq, nt);
 }
+#endif
 static SIMD_INLINE size_t tiny_run8(unsigned char *d, const unsigned char *s, size_t i, size_t n, int D, uint32_t add,
                                     uint32_t minq, uint32_t maxq, int nt)
 {
@@ -544,7 +548,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
     MXP_SIMD_PIN(bk);
 #endif
     (void)bk;
-#ifdef MXP_SIMD_NARROW8_FAST_TINY
+#ifdef MXP_SIMD_NARROW8_FAST_TINY_LONE
     int tiny_prev = 0; /* the last step took narrow8_fast4t_lone inside the fast loop */
 #endif
 #ifdef MXP_SIMD_PREFETCH
@@ -608,7 +612,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
 #ifdef MXP_SIMD_NARROW8_FAST
             if (t.bits == 8) {
                 if (!narrow8_fast4(d + i, x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt)) {
-#ifdef MXP_SIMD_NARROW8_FAST_TINY
+#ifdef MXP_SIMD_NARROW8_FAST_TINY_LONE
                     /* a lone step with a subnormal or zero result (e4m3fn on data over
                      * [-8, 8]: 12% of steps) is taken here without leaving the loop; a second
                      * failing step in a row (ReLU data) leaves for the run of tiny-aware steps */
@@ -620,7 +624,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
 #endif
                     break;
                 }
-#ifdef MXP_SIMD_NARROW8_FAST_TINY
+#ifdef MXP_SIMD_NARROW8_FAST_TINY_LONE
                 tiny_prev = 0;
 #endif
                 continue;
