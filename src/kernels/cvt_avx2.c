@@ -221,6 +221,75 @@ PRIM bool narrow8_sub2(void *p, V x, V y, int D, uint32_t add, uint32_t lo, uint
 #define MXP_SIMD_NARROW8_SUB 1
 
 /*
+ * Stochastic rounding to float8 for 16 lanes after sr_run's fast loop failed (cvt_simd_impl.h's
+ * MXP_SIMD_SR8_FASTZ, taken in out-of-line runs): 0 = not stored (a lane at or above max
+ * finite, or NaN), 1 = stored with a lane below the normal range (+-0 included), 2 = stored
+ * without one. The lanes in [lo, hi) as sr_fast: q = (a - rebias + (r >> (32 - D))) >> D. The
+ * lanes below lo (Q = 2^(1 - bias - m), the subnormal quantum):
+ *   - q0 = floor(a / Q) by VCVTPS2PH of a * 2^(bias - 1 + m - 24) rounding toward zero (the
+ *     immediate, not MXCSR): in units of float16's subnormal step, as narrow8_sub1;
+ *   - q0 * Q exactly (q0 converted to float, times Q), the dropped part a - q0 * Q
+ *     exactly, and F = its top 32 bits: (a - q0 Q) * 2^32 / Q truncated, converted to an
+ *     unsigned integer in two halves (VCVTTPS2DQ is signed: 2^31 taken off first when the value
+ *     reaches it, exactly, as the value has at most 24 significant bits);
+ *   - up iff r > ~F with the full random word (the fast loop's words stop before the hash's
+ *     last step, sr_words_hi): q = q0 + up.
+ * A product or dropped part below float32's normal range (a < 2^-111 or so) means F = 0 in the
+ * reference too, whatever FTZ, DAZ or the rounding direction do to it. Before, every such step
+ * (ReLU data: nearly every step) took the general path.
+ */
+PRIM V sr8_tiny_q(V u, V r, V tiny, int m, int bias)
+{
+    /* the other lanes as 0: no float16 subnormal results or operands from them (slow on AMD Zen 5:
+     * stochastic e5m2 on ReLU data took 0.52 ns/element with them, 0.30 on the general path) */
+    const __m256 a = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_and_si256(tiny, _mm256_set1_epi32(0x7FFFFFFF))));
+    const __m256 sc = _mm256_castsi256_ps(_mm256_set1_epi32((int)((uint32_t)(127 + bias - 1 + m - 24) << 23)));
+    const __m256 Q = _mm256_castsi256_ps(_mm256_set1_epi32((int)((uint32_t)(127 + 1 - bias - m) << 23)));
+    const __m256 toF = _mm256_castsi256_ps(_mm256_set1_epi32((int)((uint32_t)(127 + 31 + bias + m) << 23)));
+    const V q0 = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(_mm256_mul_ps(a, sc), _MM_FROUND_TO_ZERO));
+    const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(q0), Q);
+    const __m256 f = _mm256_mul_ps(_mm256_sub_ps(a, t), toF);
+    const __m256 two31 = _mm256_set1_ps(2147483648.0f);
+    const __m256 big = _mm256_cmp_ps(f, two31, _CMP_GE_OQ);
+    const V F = _mm256_add_epi32(_mm256_cvttps_epi32(_mm256_sub_ps(f, _mm256_and_ps(big, two31))),
+                                 _mm256_and_si256(_mm256_castps_si256(big), _mm256_set1_epi32((int)0x80000000u)));
+    const V rf = _mm256_xor_si256(r, _mm256_srli_epi32(r, 21)); /* the hash's last step */
+    /* r >u ~F as a signed compare with the top bits flipped: ~F ^ 2^31 = F ^ 0x7FFFFFFF */
+    const V sb = _mm256_set1_epi32((int)0x80000000u);
+    const V up = _mm256_cmpgt_epi32(_mm256_xor_si256(rf, sb), _mm256_xor_si256(F, _mm256_set1_epi32(0x7FFFFFFF)));
+    return _mm256_sub_epi32(q0, up);
+}
+PRIM V sr8_code(V u, V r, int D, V rebias, V lo, V *tiny, int m, int bias)
+{
+    const V a = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
+    const V qn = _mm256_srli_epi32(_mm256_add_epi32(_mm256_sub_epi32(a, rebias), _mm256_srli_epi32(r, 32 - D)), D);
+    *tiny = _mm256_cmpgt_epi32(lo, a);
+    /* no lane below lo: qn; only +-0 there (ReLU data): 0 for them; else sr8_tiny_q */
+    const V zero = _mm256_cmpeq_epi32(a, _mm256_setzero_si256());
+    const V q = _mm256_testc_si256(zero, *tiny) ? _mm256_andnot_si256(*tiny, qn)
+                                                : _mm256_blendv_epi8(qn, sr8_tiny_q(u, r, *tiny, m, bias), *tiny);
+    return _mm256_or_si256(q, _mm256_and_si256(_mm256_srli_epi32(u, 24), _mm256_set1_epi32(0x80)));
+}
+#define MXP_SIMD_SR8_FASTZ 1
+PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
+{
+    const int m = 23 - D, bias = m == 3 ? 7 : 15; /* e4m3fn or e5m2 */
+    /* a lane at or above hi (max finite, which drops no bits, goes to the general path too) or
+     * NaN: |u| > hi - 1 as signed integers */
+    const V absm = _mm256_set1_epi32(0x7FFFFFFF), H = _mm256_set1_epi32((int)(hi - 1u));
+    const V over = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_and_si256(u0, absm), H),
+                                   _mm256_cmpgt_epi32(_mm256_and_si256(u1, absm), H));
+    if (!_mm256_testz_si256(over, over)) return 0;
+    const V rb = _mm256_set1_epi32((int)rebias), L = _mm256_set1_epi32((int)lo);
+    V t0, t1;
+    const V c0 = sr8_code(u0, r0, D, rb, L, &t0, m, bias), c1 = sr8_code(u1, r1, D, rb, L, &t1, m, bias);
+    if (nt) st8x2_nt(p, c0, c1);
+    else st8x2(p, c0, c1);
+    const V tt = _mm256_or_si256(t0, t1);
+    return _mm256_testz_si256(tt, tt) ? 2 : 1;
+}
+
+/*
  * The step after narrow8_fast4 failed (cvt_simd_impl.h runs it out of line, in runs; not for a
  * lone failing step inside the fast loop, MXP_SIMD_NARROW8_FAST_TINY_LONE: with 16 registers a
  * call there made gcc rebuild the fast loop's constants, uniform f32 -> e5m2 0.080 -> 0.087
