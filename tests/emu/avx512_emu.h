@@ -281,32 +281,11 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #define _mm512_cvtps_ph emu_mm512_cvtps_ph
 #define _mm512_cvtph_ps emu_mm512_cvtph_ps
 
-/* VADDPS with embedded rounding (_MM_FROUND_TO_NEAREST_INT etc. | _MM_FROUND_NO_EXC): the sum
- * per lane in the given direction whatever the floating-point environment says, raising no flag
- * (the environment is saved and given back whole) */
+/* VADDPS / VSUBPS / VMULPS with embedded rounding (_MM_FROUND_TO_NEAREST_INT etc. |
+ * _MM_FROUND_NO_EXC; op 0: a + b, 1: a - b, 2: a * b): the result per lane in the given direction
+ * whatever the floating-point environment says, raising no flag (the environment is saved and
+ * given back whole) */
 #include <fenv.h>
-EMU_FN simde__m512 emu_mm512_add_round_ps(simde__m512 a, simde__m512 b, int r)
-{
-    float x[16], y[16];
-    memcpy(x, &a, sizeof x);
-    memcpy(y, &b, sizeof y);
-    fenv_t env;
-    fegetenv(&env);
-    const int mode = r & 3;
-    fesetround(mode == 0 ? FE_TONEAREST : mode == 1 ? FE_DOWNWARD : mode == 2 ? FE_UPWARD : FE_TOWARDZERO);
-    for (int i = 0; i < 16; i++) {
-        volatile float s = x[i] + y[i];
-        x[i] = s;
-    }
-    fesetenv(&env);
-    simde__m512 out;
-    memcpy(&out, x, sizeof x);
-    return out;
-}
-#undef _mm512_add_round_ps
-#define _mm512_add_round_ps(a, b, r) emu_mm512_add_round_ps((a), (b), (r))
-
-/* VSUBPS / VMULPS with embedded rounding, as emu_mm512_add_round_ps (op 0: a - b, 1: a * b) */
 EMU_FN simde__m512 emu_mm512_op_round_ps(simde__m512 a, simde__m512 b, int r, int op)
 {
     float x[16], y[16];
@@ -317,7 +296,7 @@ EMU_FN simde__m512 emu_mm512_op_round_ps(simde__m512 a, simde__m512 b, int r, in
     const int mode = r & 3;
     fesetround(mode == 0 ? FE_TONEAREST : mode == 1 ? FE_DOWNWARD : mode == 2 ? FE_UPWARD : FE_TOWARDZERO);
     for (int i = 0; i < 16; i++) {
-        volatile float s = op == 0 ? x[i] - y[i] : x[i] * y[i];
+        volatile float s = op == 0 ? x[i] + y[i] : op == 1 ? x[i] - y[i] : x[i] * y[i];
         x[i] = s;
     }
     fesetenv(&env);
@@ -325,10 +304,12 @@ EMU_FN simde__m512 emu_mm512_op_round_ps(simde__m512 a, simde__m512 b, int r, in
     memcpy(&out, x, sizeof x);
     return out;
 }
+#undef _mm512_add_round_ps
+#define _mm512_add_round_ps(a, b, r) emu_mm512_op_round_ps((a), (b), (r), 0)
 #undef _mm512_sub_round_ps
-#define _mm512_sub_round_ps(a, b, r) emu_mm512_op_round_ps((a), (b), (r), 0)
+#define _mm512_sub_round_ps(a, b, r) emu_mm512_op_round_ps((a), (b), (r), 1)
 #undef _mm512_mul_round_ps
-#define _mm512_mul_round_ps(a, b, r) emu_mm512_op_round_ps((a), (b), (r), 1)
+#define _mm512_mul_round_ps(a, b, r) emu_mm512_op_round_ps((a), (b), (r), 2)
 
 /* VCVTTPS2UDQ: each lane truncated toward zero to an unsigned integer, 0xFFFFFFFF for NaN and
  * values outside [0, 2^32) after truncation */
