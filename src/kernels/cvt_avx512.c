@@ -345,7 +345,7 @@ PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
  * without one. Taken in a run of up to 32 steps after the fast loop of sr_run failed, as
  * narrow8_fast4t for nearest-even.
  *   - Only +-0 among them (ReLU data): the byte is the sign (an exact value never moves).
- *   - Otherwise, for every lane below 2^(1 - bias) (sr8_tiny), in float32 arithmetic with
+ *   - Otherwise, for every lane below 2^(1 - bias) (sr8_tiny_s), in float32 arithmetic with
  *     magic = 2^(24 - bias - m), whose ulp is the subnormal quantum Q = 2^(1 - bias - m):
  *     s = a + magic rounded toward zero ({rz-sae}) has q = floor(a / Q) in its low word (magic's
  *     low 23 bits are zero); t = s - magic = q * Q and the dropped part a - t are exact, and
@@ -390,8 +390,7 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
     if ((out & (__mmask32)~tn) != 0) return 0;
     const int m = 23 - D, bias = m == 3 ? 7 : 15; /* e4m3fn or e5m2 */
     const V sw = _mm512_permutex2var_epi16(sr8_tiny_s(u0, r0, m, bias), n8w_ilo(), sr8_tiny_s(u1, r1, m, bias));
-    /* VPTERNLOGD 0xF8: A | (B & C), the code | the sign bit of the word's high byte */
-    const V codes = _mm512_ternarylogic_epi32(sw, _mm512_srli_epi16(hw, 8), _mm512_set1_epi16(0x80), 0xF8);
+    const V codes = _mm512_or_si512(sw, n8w_sign(hw));
     sr8w_store(p, _mm512_mask_mov_epi16(sr8w_byte(u0, u1, r0, r1, ihi, D, rebias), tn, codes), nt);
     return 1;
 }
@@ -436,17 +435,14 @@ PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, ui
     const __mmask32 z1 = _mm512_cmpgt_epu16_mask(lo, _mm512_and_si512(w1, mag));
     if (((b0 & (__mmask32)~z0) | (b1 & (__mmask32)~z1)) != 0) return 0;
     const __m512 magic = _mm512_castsi512_ps(v_set1((uint32_t)(127 + 24 - bias - m) << 23));
-    const V ab = v_set1(0x7FFFFFFFu), sm = _mm512_set1_epi16(0x80);
+    const V ab = v_set1(0x7FFFFFFFu);
     V sv[4];
     const V xs[4] = {x, y, z, w};
     for (int j = 0; j < 4; j++)
         sv[j] = _mm512_castps_si512(_mm512_add_round_ps(_mm512_castsi512_ps(v_and(xs[j], ab)), magic,
                                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    /* VPTERNLOGD 0xF8: A | (B & C), the code | the sign bit of the word's high byte */
-    const V q0 = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi16(sv[0], c.ilo, sv[1]), _mm512_srli_epi16(w0, 8),
-                                           sm, 0xF8);
-    const V q1 = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi16(sv[2], c.ilo, sv[3]), _mm512_srli_epi16(w1, 8),
-                                           sm, 0xF8);
+    const V q0 = _mm512_or_si512(_mm512_permutex2var_epi16(sv[0], c.ilo, sv[1]), n8w_sign(w0));
+    const V q1 = _mm512_or_si512(_mm512_permutex2var_epi16(sv[2], c.ilo, sv[3]), n8w_sign(w1));
     n8w_store(p, _mm512_mask_mov_epi16(n8w_byte(t0, c.Dw), z0, q0), _mm512_mask_mov_epi16(n8w_byte(t1, c.Dw), z1, q1),
               nt);
     return 1;

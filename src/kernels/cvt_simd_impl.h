@@ -485,6 +485,13 @@ static SIMD_INLINE size_t tiny_run(unsigned char *d, const unsigned char *s, siz
     return i;
 }
 
+/* out-of-line helpers (the float8 runs below): kept out of the loops that call them */
+#if defined(__GNUC__) || defined(__clang__)
+#define MXP_SIMD_NOINLINE __attribute__((noinline))
+#else
+#define MXP_SIMD_NOINLINE
+#endif
+
 #ifdef MXP_SIMD_NARROW8_FAST_TINY
 /*
  * The tiny-aware float8 steps out of line: inlined into rne_run, their constants took the
@@ -497,9 +504,7 @@ static SIMD_INLINE size_t tiny_run(unsigned char *d, const unsigned char *s, siz
  * leaves and re-enters the fast loop every 32 steps).
  */
 #ifdef MXP_SIMD_NARROW8_FAST_TINY_LONE
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
+MXP_SIMD_NOINLINE
 static int narrow8_fast4t_lone(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq,
                                int nt)
 {
@@ -524,9 +529,7 @@ static SIMD_INLINE size_t tiny_run8(unsigned char *d, const unsigned char *s, si
     }
     return i;
 }
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
+MXP_SIMD_NOINLINE
 static size_t narrow8_tiny_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int D, uint32_t add,
                                uint32_t minq, uint32_t maxq, int nt)
 {
@@ -766,16 +769,12 @@ static SIMD_INLINE size_t sr8_zrun(unsigned char *d, const unsigned char *s, siz
     }
     return i;
 }
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
+MXP_SIMD_NOINLINE
 static size_t sr8_zrun_e4m3(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi, int nt)
 {
     return sr8_zrun(d, s, i, end, il, khi, SF_E4M3, nt);
 }
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
+MXP_SIMD_NOINLINE
 static size_t sr8_zrun_e5m2(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi, int nt)
 {
     return sr8_zrun(d, s, i, end, il, khi, SF_E5M2, nt);
