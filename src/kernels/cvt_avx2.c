@@ -225,34 +225,33 @@ PRIM bool narrow8_sub2(void *p, V x, V y, int D, uint32_t add, uint32_t lo, uint
  * MXP_SIMD_SR8_FASTZ, taken in out-of-line runs): 0 = not stored (a lane at or above max
  * finite, or NaN), 1 = stored with a lane below the normal range (+-0 included), 2 = stored
  * without one. The lanes in [lo, hi) as sr_fast: q = (a - rebias + (r >> (32 - D))) >> D. The
- * lanes below lo (Q = 2^(1 - bias - m), the subnormal quantum):
- *   - q0 = floor(a / Q) by VCVTPS2PH of a * 2^(bias - 1 + m - 24) rounding toward zero (the
- *     immediate, not MXCSR): in units of float16's subnormal step, as narrow8_sub1;
- *   - q0 * Q exactly (q0 converted to float, times Q), the dropped part a - q0 * Q
- *     exactly, and F = its top 32 bits: (a - q0 Q) * 2^32 / Q truncated, converted to an
- *     unsigned integer in two halves (VCVTTPS2DQ is signed: 2^31 taken off first when the value
- *     reaches it, exactly, as the value has at most 24 significant bits);
+ * lanes below lo (Q = 2^(1 - bias - m), the subnormal quantum), in integer arithmetic (no
+ * MXCSR, FTZ or DAZ to mind):
+ *   - a = mant * 2^(E - 150) with mant = 2^23 | M, so a / Q = mant / 2^sh, sh = 151 - bias - m - E;
+ *   - q0 = floor(a / Q) = mant >> sh (VPSRLVD; 0 for sh >= 32);
+ *   - F, the top 32 bits of the dropped part: mant << (32 - sh) when sh <= 32, mant >> (sh - 32)
+ *     when sh >= 32, or-ed (VPSLLVD / VPSRLVD give 0 for the other case's count, negative as
+ *     unsigned, or >= 32). A float32 subnormal or +-0 (E = 0) has sh > 100: q0 = F = 0, as in
+ *     the reference;
  *   - up iff r > ~F with the full random word (the fast loop's words stop before the hash's
  *     last step, sr_words_hi): q = q0 + up.
- * A product or dropped part below float32's normal range (a < 2^-111 or so) means F = 0 in the
- * reference too, whatever FTZ, DAZ or the rounding direction do to it. Before, every such step
+ * The first version took q0 from VCVTPS2PH (round toward zero) and F from float arithmetic on
+ * q0 * Q: on AMD Zen 5, data over [-0.05, 0.05], f32 -> e4m3fn in cache 0.544 -> 0.439
+ * ns/element with this one (bench/RESULTS.md session 17). Before either, every such step
  * (ReLU data: nearly every step) took the general path.
  */
-PRIM V sr8_tiny_q(V u, V r, V tiny, int m, int bias)
+PRIM V sr8_tiny_q(V a, V r, int m, int bias)
 {
-    /* the other lanes as 0: no float16 subnormal results or operands from them (slow on AMD Zen 5:
-     * stochastic e5m2 on ReLU data took 0.52 ns/element with them, 0.30 on the general path) */
-    const __m256 a = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_and_si256(tiny, _mm256_set1_epi32(0x7FFFFFFF))));
-    const __m256 sc = _mm256_castsi256_ps(_mm256_set1_epi32((int)((uint32_t)(127 + bias - 1 + m - 24) << 23)));
-    const __m256 Q = _mm256_castsi256_ps(_mm256_set1_epi32((int)((uint32_t)(127 + 1 - bias - m) << 23)));
-    const __m256 toF = _mm256_castsi256_ps(_mm256_set1_epi32((int)((uint32_t)(127 + 31 + bias + m) << 23)));
-    const V q0 = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(_mm256_mul_ps(a, sc), _MM_FROUND_TO_ZERO));
-    const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(q0), Q);
-    const __m256 f = _mm256_mul_ps(_mm256_sub_ps(a, t), toF);
-    const __m256 two31 = _mm256_set1_ps(2147483648.0f);
-    const __m256 big = _mm256_cmp_ps(f, two31, _CMP_GE_OQ);
-    const V F = _mm256_add_epi32(_mm256_cvttps_epi32(_mm256_sub_ps(f, _mm256_and_ps(big, two31))),
-                                 _mm256_and_si256(_mm256_castps_si256(big), _mm256_set1_epi32((int)0x80000000u)));
+    /* a = (2^23 | M) * 2^(E - 150), E = a >> 23, so a / Q = mant / 2^sh with mant = 2^23 | M and
+     * sh = 151 - bias - m - E (>= 24 - m below lo) */
+    const V sh = _mm256_sub_epi32(_mm256_set1_epi32(151 - bias - m), _mm256_srli_epi32(a, 23));
+    const V mant = _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32(0x7FFFFF)), _mm256_set1_epi32(0x800000));
+    const V q0 = _mm256_srlv_epi32(mant, sh);
+    /* F: the dropped low sh bits moved to the top (sh <= 32), or mant >> (sh - 32) (sh >= 32); a
+     * count outside 0..31 (the other case's, negative as unsigned) gives 0 */
+    const V c32 = _mm256_set1_epi32(32);
+    const V F = _mm256_or_si256(_mm256_sllv_epi32(mant, _mm256_sub_epi32(c32, sh)),
+                                _mm256_srlv_epi32(mant, _mm256_sub_epi32(sh, c32)));
     const V rf = _mm256_xor_si256(r, _mm256_srli_epi32(r, 21)); /* the hash's last step */
     /* r >u ~F as a signed compare with the top bits flipped: ~F ^ 2^31 = F ^ 0x7FFFFFFF */
     const V sb = _mm256_set1_epi32((int)0x80000000u);
@@ -267,7 +266,7 @@ PRIM V sr8_code(V u, V r, int D, V rebias, V lo, V *tiny, int m, int bias)
     /* no lane below lo: qn; only +-0 there (ReLU data): 0 for them; else sr8_tiny_q */
     const V zero = _mm256_cmpeq_epi32(a, _mm256_setzero_si256());
     const V q = _mm256_testc_si256(zero, *tiny) ? _mm256_andnot_si256(*tiny, qn)
-                                                : _mm256_blendv_epi8(qn, sr8_tiny_q(u, r, *tiny, m, bias), *tiny);
+                                                : _mm256_blendv_epi8(qn, sr8_tiny_q(a, r, m, bias), *tiny);
     return _mm256_or_si256(q, _mm256_and_si256(_mm256_srli_epi32(u, 24), _mm256_set1_epi32(0x80)));
 }
 #define MXP_SIMD_SR8_FASTZ 1
