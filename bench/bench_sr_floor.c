@@ -78,7 +78,7 @@ __attribute__((target("avx2"))) static inline __m256i words_v8(__m256i x, __m256
             STORE(d + i, XOR(XOR(r0, r1), XOR(r2, r3)));                                       \
             x = ADD(x3, step);                                                                 \
         }                                                                                      \
-        __asm__ __volatile__("" ::: "memory");                                                 \
+        __asm__ __volatile__("" : : "r"(d) : "memory"); /* d escapes: the stores stay */        \
     } while (0)
 
 #define S512_SET1 _mm512_set1_epi32
@@ -121,7 +121,7 @@ __attribute__((target("avx512f,avx512bw"))) static void floor512(void *p)
         _mm512_storeu_si512((unsigned char *)c->dst + 2 * i, _mm512_permutex2var_epi16(t0, hi, t1));
         x = _mm512_add_epi32(x1, step);
     }
-    __asm__ __volatile__("" ::: "memory");
+    __asm__ __volatile__("" : : "r"(c->dst) : "memory");
 }
 __attribute__((target("avx2"))) static void floor256(void *p)
 {
@@ -140,7 +140,7 @@ __attribute__((target("avx2"))) static void floor256(void *p)
         _mm256_storeu_si256((__m256i *)(void *)((unsigned char *)c->dst + 2 * i), _mm256_permute4x64_epi64(h, 0xD8));
         x = _mm256_add_epi32(x1, step);
     }
-    __asm__ __volatile__("" ::: "memory");
+    __asm__ __volatile__("" : : "r"(c->dst) : "memory");
 }
 #endif
 
