@@ -386,13 +386,24 @@ PRIM void bf16_rne2(void *p, V x, V y, V k, int sat, int nt)
 #define MXP_SIMD_BF16_RNE2 1
 
 /* F16C, nearest-even from the immediate (MXCSR.RC ignored); see cvt_simd_impl.h for why its
- * results equal the reference's (FTZ ignored, NaN pattern identical). */
+ * results equal the reference's (FTZ ignored, NaN pattern identical).
+ * The two halves stay in registers (MXP_SIMD_PIN): clang 14 otherwise stored each one with
+ * VCVTPS2PH's memory form, which is slow on AMD cores: f32 -> f16 in cache took 0.061 ns/element
+ * on the AMD EPYC Zen 5, against 0.029 from gcc's register form (bench/RESULTS.md session 17). */
 #define MXP_SIMD_HW_F16 1
+PRIM V hw_f16_pair(V x, V y, int imm_rz)
+{
+    __m128i hx = imm_rz ? _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_ZERO)
+                        : _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_NEAREST_INT);
+    __m128i hy = imm_rz ? _mm256_cvtps_ph(_mm256_castsi256_ps(y), _MM_FROUND_TO_ZERO)
+                        : _mm256_cvtps_ph(_mm256_castsi256_ps(y), _MM_FROUND_TO_NEAREST_INT);
+    MXP_SIMD_PIN(hx);
+    MXP_SIMD_PIN(hy);
+    return _mm256_set_m128i(hy, hx);
+}
 PRIM void hw_f16_st2(void *p, V x, V y, int sat, int nt)
 {
-    const __m128i hx = _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_NEAREST_INT);
-    const __m128i hy = _mm256_cvtps_ph(_mm256_castsi256_ps(y), _MM_FROUND_TO_NEAREST_INT);
-    V h = _mm256_set_m128i(hy, hx);
+    V h = hw_f16_pair(x, y, 0);
     if (sat) { /* +-inf (0x7C00 / 0xFC00) - 1 = +-max (0x7BFF / 0xFBFF) */
         const V inf = _mm256_cmpeq_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)),
                                          _mm256_set1_epi16(0x7C00));
@@ -406,9 +417,7 @@ PRIM void hw_f16_st2(void *p, V x, V y, int sat, int nt)
  * lie in float16's normal range up to max finite, so no lane overflows or is subnormal. */
 PRIM void hw_f16_st2_rz(void *p, V x, V y, int nt)
 {
-    const __m128i hx = _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_ZERO);
-    const __m128i hy = _mm256_cvtps_ph(_mm256_castsi256_ps(y), _MM_FROUND_TO_ZERO);
-    const V h = _mm256_set_m128i(hy, hx);
+    const V h = hw_f16_pair(x, y, 1);
     if (nt) _mm256_stream_si256((__m256i *)p, h);
     else _mm256_storeu_si256((__m256i *)p, h);
 }
