@@ -101,6 +101,35 @@ __attribute__((target("avx2"))) static void words256(void *p)
                words_v8);
 }
 
+/* The words timed are the library's: one vector of them against kernels.h's scalar hash
+ * (sr_words_hi stops before its last step, x ^= x >> 21). 1 = equal. */
+static int words_match(const uint32_t *w, int lanes, const words_ctx *c)
+{
+    const uint64_t key = (uint64_t)c->key_hi << 32 | c->key_lo;
+    for (int i = 0; i < lanes; i++)
+        if ((w[i] ^ (w[i] >> 21)) != mxp__sr_bits_k(key, (uint32_t)i)) return 0;
+    return 1;
+}
+__attribute__((target("avx512f"))) static int words_ok512(const words_ctx *c)
+{
+    uint32_t w[16];
+    const __m512i x = _mm512_add_epi32(_mm512_set1_epi32((int)c->key_lo),
+                                       _mm512_mullo_epi32(S512_IOTA, _mm512_set1_epi32((int)MXP__SR_W)));
+    _mm512_storeu_si512(w, words_v16(x, _mm512_set1_epi32((int)c->key_hi), _mm512_set1_epi32((int)MXP__SR_M1),
+                                     _mm512_set1_epi32((int)MXP__SR_M2)));
+    return words_match(w, 16, c);
+}
+__attribute__((target("avx2"))) static int words_ok256(const words_ctx *c)
+{
+    uint32_t w[8];
+    const __m256i x = _mm256_add_epi32(_mm256_set1_epi32((int)c->key_lo),
+                                       _mm256_mullo_epi32(S256_IOTA, _mm256_set1_epi32((int)MXP__SR_W)));
+    _mm256_storeu_si256((__m256i *)(void *)w, words_v8(x, _mm256_set1_epi32((int)c->key_hi),
+                                                      _mm256_set1_epi32((int)MXP__SR_M1),
+                                                      _mm256_set1_epi32((int)MXP__SR_M2)));
+    return words_match(w, 8, c);
+}
+
 /* floor16: 2 vectors of float32 per step, t = u + (r >> 16), high halves stored in order */
 __attribute__((target("avx512f,avx512bw"))) static void floor512(void *p)
 {
@@ -184,6 +213,12 @@ int main(int argc, char **argv)
     }
     memset(dst, 0, 4 * (size_t)N);
     words_ctx wc = {src, dst, 0x12345678u, 0x9ABCDEF0u};
+    if (!(w512 ? words_ok512(&wc) : words_ok256(&wc))) {
+        fprintf(stderr, "bench_sr_floor: the words differ from kernels.h's mxp__sr_bits_k\n");
+        free(src);
+        free(dst);
+        return 1;
+    }
     const double words = bu_time_median(w512 ? words512 : words256, &wc) / N;
     const double floor16 = bu_time_median(w512 ? floor512 : floor256, &wc) / N;
     const struct {
