@@ -420,7 +420,15 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
  * ns/element; over [-0.5, 0.5] (86%) 0.118 -> 0.061; over [-0.05, 0.05] (all) 0.126 -> 0.051.
  */
 #define MXP_SIMD_NARROW8_FAST_TINY 1
+/* The lone failing step inside the fast loop (cvt_simd_impl.h) with gcc only. clang 14 keeps the
+ * fast loop's constants in memory across that call and reloads them in every step; without it
+ * the loop keeps them in registers. AMD Zen 5, three alternating runs, ns/element, lone step in
+ * the loop / not: clang, in cache e4m3fn 0.046 / 0.048, e5m2 0.041 / 0.038; 2^26 e4m3fn 0.131 /
+ * 0.110, e5m2 0.137 / 0.106. gcc, in cache e4m3fn 0.0455 / 0.0486, e5m2 0.036 / 0.037; 2^26
+ * e4m3fn 0.113 / 0.111, e5m2 0.101 / 0.103 (bench/RESULTS.md session 17). */
+#if !defined(__clang__)
 #define MXP_SIMD_NARROW8_FAST_TINY_LONE 1
+#endif
 PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq,
                         int nt)
 {
