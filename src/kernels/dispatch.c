@@ -147,7 +147,7 @@ static void build(mxp__isa_id isa)
 #elif defined(MXP_X86_CPUID)
         mxp__qmm_register_avx512(k, x86_detect().vnni);
 #endif
-        mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx2);
+        mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx512);
         mxp__cvt_register_avx512_bf16_f8(k);
 #if defined(MXP_X86_CPUID) && !defined(MXP_AVX512_EMULATED)
         /* after the composed pairs: its float16 -> bfloat16 entry replaces one of them */

@@ -187,6 +187,8 @@ void mxp__finite_register_avx2(mxp__kernels *k);
 void mxp__cvt_register_avx512(mxp__kernels *k);
 /* stochastic rounding from float64 on AVX-512 (cvt_avx512.c); after mxp__cvt_register_f64_avx2 */
 void mxp__cvt_register_f64_avx512(mxp__kernels *k);
+/* the round-to-odd step on AVX-512 (cvt_avx512.c), for the avx512 table's composed pairs */
+void mxp__f64_to_f32_odd_avx512(uint32_t *dst, const void *src, size_t n);
 /* avx512 table on a CPU with AVX512_BF16: float32 / float16 -> bfloat16 nearest-even by
  * VCVTNEPS2BF16; after mxp__cvt_register_compose */
 void mxp__cvt_register_avx512_bf16(mxp__kernels *k);

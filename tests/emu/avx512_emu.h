@@ -196,6 +196,47 @@ EMU_FN simde__m256i emu_mm512_cvtps_ph(simde__m512 a, int rounding)
     memcpy((char *)&r + 16, &hh, 16);
     return r;
 }
+/* VMOVUPD with zero-masking / VMOVDQU32 to memory with a write mask: only the selected lanes'
+ * memory is read or written (on the hardware the others cannot fault; here they are not touched,
+ * so AddressSanitizer sees any selected lane past a buffer's end) */
+EMU_FN simde__m512d emu_mm512_maskz_loadu_pd(simde__mmask8 k, const void *p)
+{
+    double v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < 8; i++)
+        if (k >> i & 1) memcpy(&v[i], (const char *)p + 8 * i, 8);
+    simde__m512d r;
+    memcpy(&r, v, sizeof r);
+    return r;
+}
+EMU_FN void emu_mm512_mask_storeu_epi32(void *p, simde__mmask16 k, simde__m512i a)
+{
+    for (int i = 0; i < 16; i++)
+        if (k >> i & 1) memcpy((char *)p + 4 * i, (const char *)&a + 4 * i, 4);
+}
+/* VCVTPD2PS / VCVTPS2PD on 8 lanes = AVX's 4-lane operation twice: rounding, FTZ and DAZ as the
+ * MXCSR says, as on the hardware (cvt_avx512.c's round-to-odd step sets it). */
+EMU_FN simde__m256 emu_mm512_cvtpd_ps(simde__m512d a)
+{
+    __m256d lo, hi;
+    memcpy(&lo, &a, 32);
+    memcpy(&hi, (const char *)&a + 32, 32);
+    const __m128 rl = _mm256_cvtpd_ps(lo), rh = _mm256_cvtpd_ps(hi);
+    simde__m256 r;
+    memcpy(&r, &rl, 16);
+    memcpy((char *)&r + 16, &rh, 16);
+    return r;
+}
+EMU_FN simde__m512d emu_mm512_cvtps_pd(simde__m256 a)
+{
+    __m128 lo, hi;
+    memcpy(&lo, &a, 16);
+    memcpy(&hi, (const char *)&a + 16, 16);
+    const __m256d rl = _mm256_cvtps_pd(lo), rh = _mm256_cvtps_pd(hi);
+    simde__m512d r;
+    memcpy(&r, &rl, 32);
+    memcpy((char *)&r + 32, &rh, 32);
+    return r;
+}
 EMU_FN simde__m512 emu_mm512_cvtph_ps(simde__m256i a)
 {
     __m128i hl, hh;
@@ -280,6 +321,10 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #define _mm512_stream_si512 emu_mm512_stream_si512
 #define _mm512_cvtps_ph emu_mm512_cvtps_ph
 #define _mm512_cvtph_ps emu_mm512_cvtph_ps
+#define _mm512_cvtpd_ps emu_mm512_cvtpd_ps
+#define _mm512_maskz_loadu_pd emu_mm512_maskz_loadu_pd
+#define _mm512_mask_storeu_epi32 emu_mm512_mask_storeu_epi32
+#define _mm512_cvtps_pd emu_mm512_cvtps_pd
 
 /* VADDPS / VSUBPS / VMULPS with embedded rounding (_MM_FROUND_TO_NEAREST_INT etc. |
  * _MM_FROUND_NO_EXC; op 0: a + b, 1: a - b, 2: a * b): the result per lane in the given direction
