@@ -53,52 +53,55 @@ typedef struct words_ctx {
 } words_ctx;
 
 /* the fast paths' words (cvt_simd_impl.h's sr_words_hi), from the Weyl states x */
-__attribute__((target("avx512f"))) static inline __m512i words_v16(__m512i x, __m512i khi, __m512i m1, __m512i m2)
+__attribute__((target("avx512f"))) static inline __m512i words_v16(__m512i x, __m512i khi,
+                                                                   __m512i m1, __m512i m2)
 {
     x = _mm512_mullo_epi32(_mm512_xor_si512(x, _mm512_srli_epi32(x, 16)), m1);
     x = _mm512_add_epi32(_mm512_xor_si512(x, _mm512_srli_epi32(x, 15)), khi);
     return _mm512_mullo_epi32(x, m2);
 }
-__attribute__((target("avx2"))) static inline __m256i words_v8(__m256i x, __m256i khi, __m256i m1, __m256i m2)
+__attribute__((target("avx2"))) static inline __m256i words_v8(__m256i x, __m256i khi, __m256i m1,
+                                                               __m256i m2)
 {
     x = _mm256_mullo_epi32(_mm256_xor_si256(x, _mm256_srli_epi32(x, 16)), m1);
     x = _mm256_add_epi32(_mm256_xor_si256(x, _mm256_srli_epi32(x, 15)), khi);
     return _mm256_mullo_epi32(x, m2);
 }
-#define WORDS_LOOP(T, L, SET1, SETR_IOTA, XOR, MUL, ADD, STORE, WORDS)                         \
-    do {                                                                                       \
-        const T m1 = SET1((int)MXP__SR_M1), m2 = SET1((int)MXP__SR_M2), khi = SET1((int)c->key_hi); \
-        const T step = SET1((int)((uint32_t)(L)*MXP__SR_W));                                   \
-        T x = ADD(SET1((int)c->key_lo), MUL(SETR_IOTA, SET1((int)MXP__SR_W)));                 \
-        unsigned char *d = c->dst;                                                             \
-        for (size_t i = 0; i < N; i += 4 * (L)) {                                              \
-            const T x1 = ADD(x, step), x2 = ADD(x1, step), x3 = ADD(x2, step);                 \
-            const T r0 = WORDS(x, khi, m1, m2), r1 = WORDS(x1, khi, m1, m2);                   \
-            const T r2 = WORDS(x2, khi, m1, m2), r3 = WORDS(x3, khi, m1, m2);                  \
-            STORE(d + i, XOR(XOR(r0, r1), XOR(r2, r3)));                                       \
-            x = ADD(x3, step);                                                                 \
-        }                                                                                      \
-        __asm__ __volatile__("" : : "r"(d) : "memory"); /* d escapes: the stores stay */        \
+#define WORDS_LOOP(T, L, SET1, SETR_IOTA, XOR, MUL, ADD, STORE, WORDS)                             \
+    do {                                                                                           \
+        const T m1 = SET1((int)MXP__SR_M1), m2 = SET1((int)MXP__SR_M2),                            \
+                khi = SET1((int)c->key_hi);                                                        \
+        const T step = SET1((int)((uint32_t)(L)*MXP__SR_W));                                       \
+        T x = ADD(SET1((int)c->key_lo), MUL(SETR_IOTA, SET1((int)MXP__SR_W)));                     \
+        unsigned char *d = c->dst;                                                                 \
+        for (size_t i = 0; i < N; i += 4 * (L)) {                                                  \
+            const T x1 = ADD(x, step), x2 = ADD(x1, step), x3 = ADD(x2, step);                     \
+            const T r0 = WORDS(x, khi, m1, m2), r1 = WORDS(x1, khi, m1, m2);                       \
+            const T r2 = WORDS(x2, khi, m1, m2), r3 = WORDS(x3, khi, m1, m2);                      \
+            STORE(d + i, XOR(XOR(r0, r1), XOR(r2, r3)));                                           \
+            x = ADD(x3, step);                                                                     \
+        }                                                                                          \
+        __asm__ __volatile__("" : : "r"(d) : "memory"); /* d escapes: the stores stay */           \
     } while (0)
 
-#define S512_SET1 _mm512_set1_epi32
-#define S512_IOTA _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#define S512_SET1     _mm512_set1_epi32
+#define S512_IOTA     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 #define S512_ST(p, x) _mm512_store_si512((void *)(p), (x))
-#define S256_SET1 _mm256_set1_epi32
-#define S256_IOTA _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
+#define S256_SET1     _mm256_set1_epi32
+#define S256_IOTA     _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
 #define S256_ST(p, x) _mm256_store_si256((__m256i *)(void *)(p), (x))
 
 __attribute__((target("avx512f"))) static void words512(void *p)
 {
     const words_ctx *c = p;
-    WORDS_LOOP(__m512i, 16, S512_SET1, S512_IOTA, _mm512_xor_si512, _mm512_mullo_epi32, _mm512_add_epi32, S512_ST,
-               words_v16);
+    WORDS_LOOP(__m512i, 16, S512_SET1, S512_IOTA, _mm512_xor_si512, _mm512_mullo_epi32,
+               _mm512_add_epi32, S512_ST, words_v16);
 }
 __attribute__((target("avx2"))) static void words256(void *p)
 {
     const words_ctx *c = p;
-    WORDS_LOOP(__m256i, 8, S256_SET1, S256_IOTA, _mm256_xor_si256, _mm256_mullo_epi32, _mm256_add_epi32, S256_ST,
-               words_v8);
+    WORDS_LOOP(__m256i, 8, S256_SET1, S256_IOTA, _mm256_xor_si256, _mm256_mullo_epi32,
+               _mm256_add_epi32, S256_ST, words_v8);
 }
 
 /* The words timed are the library's: one vector of them against kernels.h's scalar hash
@@ -113,20 +116,23 @@ static int words_match(const uint32_t *w, int lanes, const words_ctx *c)
 __attribute__((target("avx512f"))) static int words_ok512(const words_ctx *c)
 {
     uint32_t w[16];
-    const __m512i x = _mm512_add_epi32(_mm512_set1_epi32((int)c->key_lo),
-                                       _mm512_mullo_epi32(S512_IOTA, _mm512_set1_epi32((int)MXP__SR_W)));
-    _mm512_storeu_si512(w, words_v16(x, _mm512_set1_epi32((int)c->key_hi), _mm512_set1_epi32((int)MXP__SR_M1),
+    const __m512i x =
+        _mm512_add_epi32(_mm512_set1_epi32((int)c->key_lo),
+                         _mm512_mullo_epi32(S512_IOTA, _mm512_set1_epi32((int)MXP__SR_W)));
+    _mm512_storeu_si512(w, words_v16(x, _mm512_set1_epi32((int)c->key_hi),
+                                     _mm512_set1_epi32((int)MXP__SR_M1),
                                      _mm512_set1_epi32((int)MXP__SR_M2)));
     return words_match(w, 16, c);
 }
 __attribute__((target("avx2"))) static int words_ok256(const words_ctx *c)
 {
     uint32_t w[8];
-    const __m256i x = _mm256_add_epi32(_mm256_set1_epi32((int)c->key_lo),
-                                       _mm256_mullo_epi32(S256_IOTA, _mm256_set1_epi32((int)MXP__SR_W)));
+    const __m256i x =
+        _mm256_add_epi32(_mm256_set1_epi32((int)c->key_lo),
+                         _mm256_mullo_epi32(S256_IOTA, _mm256_set1_epi32((int)MXP__SR_W)));
     _mm256_storeu_si256((__m256i *)(void *)w, words_v8(x, _mm256_set1_epi32((int)c->key_hi),
-                                                      _mm256_set1_epi32((int)MXP__SR_M1),
-                                                      _mm256_set1_epi32((int)MXP__SR_M2)));
+                                                       _mm256_set1_epi32((int)MXP__SR_M1),
+                                                       _mm256_set1_epi32((int)MXP__SR_M2)));
     return words_match(w, 8, c);
 }
 
@@ -135,18 +141,22 @@ __attribute__((target("avx512f,avx512bw"))) static void floor512(void *p)
 {
     const words_ctx *c = p;
     const __m512i m1 = _mm512_set1_epi32((int)MXP__SR_M1), m2 = _mm512_set1_epi32((int)MXP__SR_M2),
-                  khi = _mm512_set1_epi32((int)c->key_hi), step = _mm512_set1_epi32((int)(16u * MXP__SR_W));
+                  khi = _mm512_set1_epi32((int)c->key_hi),
+                  step = _mm512_set1_epi32((int)(16u * MXP__SR_W));
     __m512i x = _mm512_add_epi32(_mm512_set1_epi32((int)c->key_lo),
                                  _mm512_mullo_epi32(S512_IOTA, _mm512_set1_epi32((int)MXP__SR_W)));
     /* output word j = word 2j + 1 of (t0, t1) (VPERMT2W numbers t1's words 32-63): the high halves
      * in order; dword i holds the indices 4i + 1 and 4i + 3 */
-    const __m512i hi = _mm512_add_epi32(_mm512_or_si512(_mm512_slli_epi32(S512_IOTA, 2), _mm512_slli_epi32(S512_IOTA, 18)),
-                                        _mm512_set1_epi32(0x00030001));
+    const __m512i hi = _mm512_add_epi32(
+        _mm512_or_si512(_mm512_slli_epi32(S512_IOTA, 2), _mm512_slli_epi32(S512_IOTA, 18)),
+        _mm512_set1_epi32(0x00030001));
     for (size_t i = 0; i < N; i += 32) {
         const __m512i x1 = _mm512_add_epi32(x, step);
         const __m512i r0 = words_v16(x, khi, m1, m2), r1 = words_v16(x1, khi, m1, m2);
-        const __m512i t0 = _mm512_add_epi32(_mm512_loadu_si512(c->src + i), _mm512_srli_epi32(r0, 16));
-        const __m512i t1 = _mm512_add_epi32(_mm512_loadu_si512(c->src + i + 16), _mm512_srli_epi32(r1, 16));
+        const __m512i t0 =
+            _mm512_add_epi32(_mm512_loadu_si512(c->src + i), _mm512_srli_epi32(r0, 16));
+        const __m512i t1 =
+            _mm512_add_epi32(_mm512_loadu_si512(c->src + i + 16), _mm512_srli_epi32(r1, 16));
         _mm512_storeu_si512((unsigned char *)c->dst + 2 * i, _mm512_permutex2var_epi16(t0, hi, t1));
         x = _mm512_add_epi32(x1, step);
     }
@@ -156,17 +166,22 @@ __attribute__((target("avx2"))) static void floor256(void *p)
 {
     const words_ctx *c = p;
     const __m256i m1 = _mm256_set1_epi32((int)MXP__SR_M1), m2 = _mm256_set1_epi32((int)MXP__SR_M2),
-                  khi = _mm256_set1_epi32((int)c->key_hi), step = _mm256_set1_epi32((int)(8u * MXP__SR_W));
+                  khi = _mm256_set1_epi32((int)c->key_hi),
+                  step = _mm256_set1_epi32((int)(8u * MXP__SR_W));
     __m256i x = _mm256_add_epi32(_mm256_set1_epi32((int)c->key_lo),
                                  _mm256_mullo_epi32(S256_IOTA, _mm256_set1_epi32((int)MXP__SR_W)));
     for (size_t i = 0; i < N; i += 16) {
         const __m256i x1 = _mm256_add_epi32(x, step);
         const __m256i r0 = words_v8(x, khi, m1, m2), r1 = words_v8(x1, khi, m1, m2);
-        const __m256i t0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(c->src + i)), _mm256_srli_epi32(r0, 16));
-        const __m256i t1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(c->src + i + 8)), _mm256_srli_epi32(r1, 16));
-        /* packus after the shift (values < 2^16) puts the halves in lane order 0-3 8-11 4-7 12-15 */
+        const __m256i t0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(c->src + i)),
+                                            _mm256_srli_epi32(r0, 16));
+        const __m256i t1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(c->src + i + 8)),
+                                            _mm256_srli_epi32(r1, 16));
+        /* packus after the shift (values < 2^16) puts the halves in lane order 0-3 8-11 4-7 12-15
+         */
         const __m256i h = _mm256_packus_epi32(_mm256_srli_epi32(t0, 16), _mm256_srli_epi32(t1, 16));
-        _mm256_storeu_si256((__m256i *)(void *)((unsigned char *)c->dst + 2 * i), _mm256_permute4x64_epi64(h, 0xD8));
+        _mm256_storeu_si256((__m256i *)(void *)((unsigned char *)c->dst + 2 * i),
+                            _mm256_permute4x64_epi64(h, 0xD8));
         x = _mm256_add_epi32(x1, step);
     }
     __asm__ __volatile__("" : : "r"(c->dst) : "memory");
@@ -186,7 +201,8 @@ int main(int argc, char **argv)
     }
     char cpu[256];
     bl_cpu_name(cpu, sizeof cpu);
-    printf("# CPU: %s\n# active path: %s; n = 2^16 float32 elements (in cache), one thread\n", cpu, mxp_isa());
+    printf("# CPU: %s\n# active path: %s; n = 2^16 float32 elements (in cache), one thread\n", cpu,
+           mxp_isa());
 #ifndef BL_X86
     (void)csv;
     (void)conv_fn;
@@ -224,12 +240,16 @@ int main(int argc, char **argv)
     const struct {
         const char *name;
         mxp_dtype dt;
-    } t[] = {{"f32->bf16", MXP_BFLOAT16}, {"f32->f16", MXP_FLOAT16}, {"f32->e4m3fn", MXP_FLOAT8_E4M3FN},
+    } t[] = {{"f32->bf16", MXP_BFLOAT16},
+             {"f32->f16", MXP_FLOAT16},
+             {"f32->e4m3fn", MXP_FLOAT8_E4M3FN},
              {"f32->e5m2", MXP_FLOAT8_E5M2}};
-    if (csv) printf("conversion,ne_ns,sr_ns,sr_over_ne,words_ns,words_over_ne,floor16_over_ne,budget_ns\n");
+    if (csv)
+        printf(
+            "conversion,ne_ns,sr_ns,sr_over_ne,words_ns,words_over_ne,floor16_over_ne,budget_ns\n");
     else
-        printf("%-12s %8s %8s %7s %8s %9s %9s %10s\n", "conversion", "ne ns", "sr ns", "sr/ne", "words ns",
-               "words/ne", "floor16/ne", "budget ns");
+        printf("%-12s %8s %8s %7s %8s %9s %9s %10s\n", "conversion", "ne ns", "sr ns", "sr/ne",
+               "words ns", "words/ne", "floor16/ne", "budget ns");
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
         conv_ctx c = {dst, src, t[k].dt, {0}};
         c.opts.rounding = MXP_ROUND_NEAREST_EVEN;
@@ -238,21 +258,21 @@ int main(int argc, char **argv)
         c.opts.seed = 42;
         const double sr = bu_time_median(conv_fn, &c) / N;
         const int b16 = mxp_dtype_size(t[k].dt) == 2;
-        if (csv)
-        {
+        if (csv) {
             char f16s[32] = "";
             if (b16) snprintf(f16s, sizeof f16s, "%.2f", floor16 / ne);
-            printf("%s,%.4f,%.4f,%.2f,%.4f,%.2f,%s,%.4f\n", t[k].name, ne, sr, sr / ne, words, words / ne, f16s, 0.5 * ne);
-        }
-        else if (b16)
-            printf("%-12s %8.4f %8.4f %6.2fx %8.4f %8.2fx %8.2fx %10.4f\n", t[k].name, ne, sr, sr / ne, words,
-                   words / ne, floor16 / ne, 0.5 * ne);
+            printf("%s,%.4f,%.4f,%.2f,%.4f,%.2f,%s,%.4f\n", t[k].name, ne, sr, sr / ne, words,
+                   words / ne, f16s, 0.5 * ne);
+        } else if (b16)
+            printf("%-12s %8.4f %8.4f %6.2fx %8.4f %8.2fx %8.2fx %10.4f\n", t[k].name, ne, sr,
+                   sr / ne, words, words / ne, floor16 / ne, 0.5 * ne);
         else
-            printf("%-12s %8.4f %8.4f %6.2fx %8.4f %8.2fx %9s %10.4f\n", t[k].name, ne, sr, sr / ne, words,
-                   words / ne, "-", 0.5 * ne);
+            printf("%-12s %8.4f %8.4f %6.2fx %8.4f %8.2fx %9s %10.4f\n", t[k].name, ne, sr, sr / ne,
+                   words, words / ne, "-", 0.5 * ne);
     }
     printf("# words = ns/element of the random words alone; floor16 = %.4f ns/element (a 16-bit\n"
-           "# stochastic pass without range or NaN tests); budget = the words' most for sr <= 1.5x ne\n",
+           "# stochastic pass without range or NaN tests); budget = the words' most for sr <= 1.5x "
+           "ne\n",
            floor16);
     free(src);
     free(dst);

@@ -1014,8 +1014,10 @@ static inline __m512i f64_odd16(__m512d x0, __m512d x1)
     const __m256 y0 = _mm512_cvtpd_ps(x0), y1 = _mm512_cvtpd_ps(x1);
     const __mmask8 e0 = _mm512_cmp_pd_mask(_mm512_cvtps_pd(y0), x0, _CMP_NEQ_OQ);
     const __mmask8 e1 = _mm512_cmp_pd_mask(_mm512_cvtps_pd(y1), x1, _CMP_NEQ_OQ);
-    const __m512i y = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(y0)), _mm256_castps_si256(y1), 1);
-    return _mm512_mask_or_epi32(y, (__mmask16)((unsigned)e0 | (unsigned)e1 << 8), y, _mm512_set1_epi32(1));
+    const __m512i y =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(y0)), _mm256_castps_si256(y1), 1);
+    const __mmask16 inexact = (__mmask16)((unsigned)e0 | (unsigned)e1 << 8);
+    return _mm512_mask_or_epi32(y, inexact, y, _mm512_set1_epi32(1));
 }
 void mxp__f64_to_f32_odd_avx512(uint32_t *dst, const void *src, size_t n)
 {
@@ -1023,10 +1025,12 @@ void mxp__f64_to_f32_odd_avx512(uint32_t *dst, const void *src, size_t n)
     const unsigned old = _mm_getcsr();
     _mm_setcsr(0x1F80u | 0x6000u); /* every exception masked, toward zero, FTZ and DAZ off */
     size_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_si512(dst + i, f64_odd16(_mm512_loadu_pd(s + i), _mm512_loadu_pd(s + i + 8)));
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_si512(dst + i, f64_odd16(_mm512_loadu_pd(s + i), _mm512_loadu_pd(s + i + 8)));
     if (i < n) {
         const unsigned m = (unsigned)(n - i); /* 1 .. 15 */
-        const __mmask8 k0 = (__mmask8)(m >= 8 ? 0xFFu : (1u << m) - 1u), k1 = (__mmask8)(m > 8 ? (1u << (m - 8)) - 1u : 0u);
+        const __mmask8 k0 = (__mmask8)(m >= 8 ? 0xFFu : (1u << m) - 1u);
+        const __mmask8 k1 = (__mmask8)(m > 8 ? (1u << (m - 8)) - 1u : 0u);
         const __m512i y = f64_odd16(_mm512_maskz_loadu_pd(k0, s + i), _mm512_maskz_loadu_pd(k1, s + i + 8));
         _mm512_mask_storeu_epi32(dst + i, (__mmask16)((1u << m) - 1u), y);
     }
