@@ -73,12 +73,13 @@ EMU_FN simde__mmask32 emu_mm512_cmpgt_epu16_mask(simde__m512i a, simde__m512i b)
     return (simde__mmask32)m;
 }
 
-/* VPTESTNMW k, a, b: bit i set when a[i] & b[i] == 0, 32 16-bit lanes */
-EMU_FN simde__mmask32 emu_mm512_testn_epi16_mask(simde__m512i a, simde__m512i b)
+/* VPTESTNMW (zero = 1: lanes whose AND is zero) and VPTESTMW (zero = 0: nonzero); SIMDe 0.7.4's
+ * VPTESTMW shifts 1 into an int's sign bit, which UBSan rejects */
+EMU_FN simde__mmask32 emu_mm512_test16(simde__m512i a, simde__m512i b, int zero)
 {
     const emu_u16x32 x = emu_lanes16(a), y = emu_lanes16(b);
     uint32_t m = 0;
-    for (int i = 0; i < 32; i++) m |= (uint32_t)((x.v[i] & y.v[i]) == 0) << i;
+    for (int i = 0; i < 32; i++) m |= (uint32_t)(((x.v[i] & y.v[i]) == 0) == (zero != 0)) << i;
     return (simde__mmask32)m;
 }
 
@@ -309,7 +310,9 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #undef _mm512_cmpgt_epu16_mask /* clang's avx512bwintrin.h defines it as a macro */
 #define _mm512_cmpgt_epu16_mask emu_mm512_cmpgt_epu16_mask
 #undef _mm512_testn_epi16_mask
-#define _mm512_testn_epi16_mask emu_mm512_testn_epi16_mask
+#define _mm512_testn_epi16_mask(a, b) emu_mm512_test16((a), (b), 1)
+#undef _mm512_test_epi16_mask
+#define _mm512_test_epi16_mask(a, b) emu_mm512_test16((a), (b), 0)
 #define _mm512_mullo_epi32 emu_mm512_mullo_epi32
 #define _mm512_cmpeq_epi16_mask emu_mm512_cmpeq_epi16_mask
 #define _mm512_mask_sub_epi16 emu_mm512_mask_sub_epi16
