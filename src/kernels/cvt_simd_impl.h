@@ -91,8 +91,8 @@
  *                             of line (narrow8_fast4t_lone, narrow8_tiny_run below) when
  *                             narrow8_fast4 fails: in a run while it returns 1, and, with
  *                             MXP_SIMD_NARROW8_FAST_TINY_LONE, for a lone failing step inside
- *                             the fast loop (a call there cost AVX2, with 16 registers, its
- *                             fast loop's constants)
+ *                             the fast loop (AVX-512 under gcc only: a call there cost AVX2,
+ *                             with 16 registers, and clang their fast loop's constants)
  *   MXP_SIMD_SR8_FAST with sr8_fast2(p, u0, u1, r0, r1, D, lo, hi, rebias, nt): 2*VL float32
  *                             -> float8 stochastically rounded with the words r0, r1 (their top
  *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is

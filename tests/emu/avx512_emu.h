@@ -176,27 +176,6 @@ EMU_FN void emu_mm512_stream_si512(void *p, simde__m512i a)
     memcpy(p, &a, sizeof a);
 }
 
-/* VCVTPS2PH / VCVTPH2PS on 16 lanes = F16C's 8-lane operation twice. */
-EMU_FN simde__m256i emu_mm512_cvtps_ph(simde__m512 a, int rounding)
-{
-    __m256 lo, hi;
-    memcpy(&lo, &a, 32);
-    memcpy(&hi, (const char *)&a + 32, 32);
-    __m128i hl, hh;
-    if (rounding == _MM_FROUND_TO_NEAREST_INT) {
-        hl = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT);
-        hh = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT);
-    } else if (rounding == _MM_FROUND_TO_ZERO) { /* the stochastic fast path */
-        hl = _mm256_cvtps_ph(lo, _MM_FROUND_TO_ZERO);
-        hh = _mm256_cvtps_ph(hi, _MM_FROUND_TO_ZERO);
-    } else {
-        __builtin_trap(); /* the kernels use only these two */
-    }
-    simde__m256i r;
-    memcpy(&r, &hl, 16);
-    memcpy((char *)&r + 16, &hh, 16);
-    return r;
-}
 /* VMOVUPD with zero-masking / VMOVDQU32 to memory with a write mask: only the selected lanes'
  * memory is read or written (on the hardware the others cannot fault; here they are not touched,
  * so AddressSanitizer sees any selected lane past a buffer's end) */
@@ -214,40 +193,35 @@ EMU_FN void emu_mm512_mask_storeu_epi32(void *p, simde__mmask16 k, simde__m512i 
     for (int i = 0; i < 16; i++)
         if (k >> i & 1) memcpy((char *)p + 4 * i, (const char *)&a + 4 * i, 4);
 }
-/* VCVTPD2PS / VCVTPS2PD on 8 lanes = AVX's 4-lane operation twice: rounding, FTZ and DAZ as the
- * MXCSR says, as on the hardware (cvt_avx512.c's round-to-odd step sets it). */
-EMU_FN simde__m256 emu_mm512_cvtpd_ps(simde__m512d a)
+/* A 512-bit conversion as its 256-bit (AVX / F16C) form applied to each half of the input, the
+ * two results put side by side: VCVTPS2PH / VCVTPH2PS (16 lanes), VCVTPD2PS / VCVTPS2PD (8). The
+ * hardware does the same per lane, so rounding, FTZ and DAZ are the MXCSR's as on AVX-512
+ * (cvt_avx512.c's round-to-odd step sets it). */
+#define EMU_TWICE(name, T_out, T_in, H_in, H_out, op)                                             \
+    EMU_FN T_out name(T_in a)                                                                      \
+    {                                                                                              \
+        H_in lo, hi;                                                                               \
+        memcpy(&lo, &a, sizeof lo);                                                                \
+        memcpy(&hi, (const char *)&a + sizeof lo, sizeof hi);                                      \
+        const H_out rl = op(lo), rh = op(hi);                                                      \
+        T_out r;                                                                                   \
+        memcpy(&r, &rl, sizeof rl);                                                                \
+        memcpy((char *)&r + sizeof rl, &rh, sizeof rh);                                            \
+        return r;                                                                                  \
+    }
+/* F16C's rounding is an immediate: one function per mode the kernels use */
+EMU_FN __m128i emu_ph_rne(__m256 x) { return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT); }
+EMU_FN __m128i emu_ph_rz(__m256 x) { return _mm256_cvtps_ph(x, _MM_FROUND_TO_ZERO); }
+EMU_TWICE(emu_mm512_cvtps_ph_rne, simde__m256i, simde__m512, __m256, __m128i, emu_ph_rne)
+EMU_TWICE(emu_mm512_cvtps_ph_rz, simde__m256i, simde__m512, __m256, __m128i, emu_ph_rz)
+EMU_TWICE(emu_mm512_cvtph_ps, simde__m512, simde__m256i, __m128i, __m256, _mm256_cvtph_ps)
+EMU_TWICE(emu_mm512_cvtpd_ps, simde__m256, simde__m512d, __m256d, __m128, _mm256_cvtpd_ps)
+EMU_TWICE(emu_mm512_cvtps_pd, simde__m512d, simde__m256, __m128, __m256d, _mm256_cvtps_pd)
+EMU_FN simde__m256i emu_mm512_cvtps_ph(simde__m512 a, int rounding)
 {
-    __m256d lo, hi;
-    memcpy(&lo, &a, 32);
-    memcpy(&hi, (const char *)&a + 32, 32);
-    const __m128 rl = _mm256_cvtpd_ps(lo), rh = _mm256_cvtpd_ps(hi);
-    simde__m256 r;
-    memcpy(&r, &rl, 16);
-    memcpy((char *)&r + 16, &rh, 16);
-    return r;
-}
-EMU_FN simde__m512d emu_mm512_cvtps_pd(simde__m256 a)
-{
-    __m128 lo, hi;
-    memcpy(&lo, &a, 16);
-    memcpy(&hi, (const char *)&a + 16, 16);
-    const __m256d rl = _mm256_cvtps_pd(lo), rh = _mm256_cvtps_pd(hi);
-    simde__m512d r;
-    memcpy(&r, &rl, 32);
-    memcpy((char *)&r + 32, &rh, 32);
-    return r;
-}
-EMU_FN simde__m512 emu_mm512_cvtph_ps(simde__m256i a)
-{
-    __m128i hl, hh;
-    memcpy(&hl, &a, 16);
-    memcpy(&hh, (const char *)&a + 16, 16);
-    const __m256 lo = _mm256_cvtph_ps(hl), hi = _mm256_cvtph_ps(hh);
-    simde__m512 r;
-    memcpy(&r, &lo, 32);
-    memcpy((char *)&r + 32, &hi, 32);
-    return r;
+    if (rounding == _MM_FROUND_TO_NEAREST_INT) return emu_mm512_cvtps_ph_rne(a);
+    if (rounding != _MM_FROUND_TO_ZERO) __builtin_trap(); /* the kernels use only these two */
+    return emu_mm512_cvtps_ph_rz(a); /* the stochastic fast path */
 }
 
 /* AVX512_BF16 VCVTNEPS2BF16 (16 float32 -> 16 bfloat16, returned as the 16 words of a 256-bit
