@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "kernels.h"
+#include "nt_store.h"
 
 #define MXP_SIMD_ISA avx2
 #define VL 8
@@ -62,7 +63,7 @@ PRIM void st16x2(void *p, V x, V y)
 }
 PRIM void st16x2_nt(void *p, V x, V y)
 {
-    _mm256_stream_si256((__m256i *)p, _mm256_permute4x64_epi64(_mm256_packus_epi32(x, y), 0xD8));
+    MXP__STREAM256((__m256i *)p, _mm256_permute4x64_epi64(_mm256_packus_epi32(x, y), 0xD8));
 }
 PRIM __m128i pack8x2(V x, V y)
 {
@@ -70,7 +71,7 @@ PRIM __m128i pack8x2(V x, V y)
     const V b = _mm256_packus_epi16(w, w);
     return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5)));
 }
-PRIM void st8x2_nt(void *p, V x, V y) { _mm_stream_si128((__m128i *)p, pack8x2(x, y)); }
+PRIM void st8x2_nt(void *p, V x, V y) { MXP__STREAM128((__m128i *)p, pack8x2(x, y)); }
 PRIM void st8x2(void *p, V x, V y)
 {
     /* words [x0-3 y0-3 | x4-7 y4-7] -> bytes, dwords 0:x0-3 1:y0-3 4:x4-7 5:y4-7 */
@@ -133,8 +134,8 @@ PRIM void narrow8_store4(void *p, V w0, V w1, int D, int nt)
     const V b = _mm256_packus_epi16(_mm256_maddubs_epi16(w0, mul), _mm256_maddubs_epi16(w1, mul));
     const V o = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     if (nt) {
-        _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(o));
-        _mm_stream_si128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
+        MXP__STREAM128((__m128i *)p, _mm256_castsi256_si128(o));
+        MXP__STREAM128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
     } else {
         _mm256_storeu_si256((__m256i *)p, o);
     }
@@ -353,8 +354,8 @@ PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, ui
     const V m1 = _mm256_blendv_epi8(_mm256_maddubs_epi16(w1, mul), c1, t1);
     const V o = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(m0, m1), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     if (nt) {
-        _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(o));
-        _mm_stream_si128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
+        MXP__STREAM128((__m128i *)p, _mm256_castsi256_si128(o));
+        MXP__STREAM128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
     } else {
         _mm256_storeu_si256((__m256i *)p, o);
     }
@@ -380,7 +381,7 @@ PRIM void bf16_rne2(void *p, V x, V y, V k, int sat, int nt)
                                          _mm256_set1_epi16(0x7F80));
         h = _mm256_add_epi16(h, inf);
     }
-    if (nt) _mm256_stream_si256((__m256i *)p, h);
+    if (nt) MXP__STREAM256((__m256i *)p, h);
     else _mm256_storeu_si256((__m256i *)p, h);
 }
 #define MXP_SIMD_BF16_RNE2 1
@@ -409,7 +410,7 @@ PRIM void hw_f16_st2(void *p, V x, V y, int sat, int nt)
                                          _mm256_set1_epi16(0x7C00));
         h = _mm256_add_epi16(h, inf);
     }
-    if (nt) _mm256_stream_si256((__m256i *)p, h);
+    if (nt) MXP__STREAM256((__m256i *)p, h);
     else _mm256_storeu_si256((__m256i *)p, h);
 }
 /* The same conversion truncating (imm _MM_FROUND_TO_ZERO, MXCSR not consulted): for the
@@ -418,7 +419,7 @@ PRIM void hw_f16_st2(void *p, V x, V y, int sat, int nt)
 PRIM void hw_f16_st2_rz(void *p, V x, V y, int nt)
 {
     const V h = hw_f16_pair(x, y, 1);
-    if (nt) _mm256_stream_si256((__m256i *)p, h);
+    if (nt) MXP__STREAM256((__m256i *)p, h);
     else _mm256_storeu_si256((__m256i *)p, h);
 }
 PRIM V hw_f16_ld(const void *p)
@@ -472,7 +473,7 @@ PRIM bool hw_e4m3_nan4(const void *p)
  * (Zen 3, 32 MB L3) float16 -> float32 streams 2x faster at 2^22 elements (24 MB) and 1.3x
  * slower at 2^21 (12 MB, still cache-resident); see bench/RESULTS.md. */
 #define MXP_SIMD_NT_THRESHOLD mxp__nt_threshold /* MXP__NT_THRESHOLD_DEFAULT, kernels.h */
-#define MXP_SIMD_NT_STORE32(p, x) _mm256_stream_si256((__m256i *)(void *)(p), (x))
+#define MXP_SIMD_NT_STORE32(p, x) MXP__STREAM256((__m256i *)(void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()
 /* Streaming kernels also prefetch their source this many bytes ahead: the hardware prefetcher
  * alone left one core waiting on DRAM. Measured at 2^26 elements, 1 thread (ns/elem, best of

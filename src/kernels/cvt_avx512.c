@@ -33,6 +33,7 @@
 #include <stdbool.h>
 
 #include "kernels.h"
+#include "nt_store.h"
 
 #define MXP_SIMD_ISA avx512
 #define VL 16
@@ -73,12 +74,12 @@ PRIM void st16x2(void *p, V x, V y)
 }
 PRIM void st16x2_nt(void *p, V x, V y)
 {
-    _mm512_stream_si512(p, _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(x)),
+    MXP__STREAM512(p, _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(x)),
                                               _mm512_cvtepi32_epi16(y), 1));
 }
 PRIM void st8x2_nt(void *p, V x, V y)
 {
-    _mm256_stream_si256((__m256i *)p, _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(x)),
+    MXP__STREAM256((__m256i *)p, _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(x)),
                                                               _mm512_cvtepi32_epi8(y), 1));
 }
 PRIM void st8x2(void *p, V x, V y)
@@ -100,7 +101,7 @@ PRIM void st16_vec(void *p, V h, short inf, int sat, int nt)
                                                     _mm512_set1_epi16(inf));
         h = _mm512_mask_sub_epi16(h, m, h, _mm512_set1_epi16(1));
     }
-    if (nt) _mm512_stream_si512(p, h);
+    if (nt) MXP__STREAM512(p, h);
     else _mm512_storeu_si512(p, h);
 }
 PRIM void st16_words(void *p, __m256i lo, __m256i hi, short inf, int sat, int nt)
@@ -171,8 +172,8 @@ PRIM void n8_store4(void *p, V b0, V b1, V b2, V b3, int nt)
     const V b = _mm512_packus_epi16(_mm512_packus_epi32(b0, b1), _mm512_packus_epi32(b2, b3));
     const V v = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
     if (nt) {
-        _mm256_stream_si256((__m256i *)p, _mm512_castsi512_si256(v));
-        _mm256_stream_si256((__m256i *)p + 1, _mm512_extracti64x4_epi64(v, 1));
+        MXP__STREAM256((__m256i *)p, _mm512_castsi512_si256(v));
+        MXP__STREAM256((__m256i *)p + 1, _mm512_extracti64x4_epi64(v, 1));
     } else {
         _mm512_storeu_si512(p, v);
     }
@@ -281,8 +282,8 @@ PRIM void n8w_store(void *p, V b0, V b1, int nt)
 {
     const V v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(b0, b1));
     if (nt) {
-        _mm256_stream_si256((__m256i *)p, _mm512_castsi512_si256(v));
-        _mm256_stream_si256((__m256i *)p + 1, _mm512_extracti64x4_epi64(v, 1));
+        MXP__STREAM256((__m256i *)p, _mm512_castsi512_si256(v));
+        MXP__STREAM256((__m256i *)p + 1, _mm512_extracti64x4_epi64(v, 1));
     } else {
         _mm512_storeu_si512(p, v);
     }
@@ -337,7 +338,7 @@ PRIM V sr8w_byte(V u0, V u1, V r0, V r1, V ihi, int D, uint32_t rebias)
 PRIM void sr8w_store(void *p, V b, int nt)
 {
     const __m256i b8 = _mm512_cvtepi16_epi8(b);
-    if (nt) _mm256_stream_si256((__m256i *)p, b8);
+    if (nt) MXP__STREAM256((__m256i *)p, b8);
     else _mm256_storeu_si256((__m256i *)p, b8);
 }
 PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
@@ -613,7 +614,7 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 
 /* Streaming-store threshold: as cvt_avx2.c (bytes read + written by one call). */
 #define MXP_SIMD_NT_THRESHOLD mxp__nt_threshold /* MXP__NT_THRESHOLD_DEFAULT, kernels.h */
-#define MXP_SIMD_NT_STORE32(p, x) _mm512_stream_si512((void *)(p), (x))
+#define MXP_SIMD_NT_STORE32(p, x) MXP__STREAM512((void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()
 /* Source prefetch in the streaming loops: a run-time choice per CPU (mxp__avx512_prefetch, set by
  * dispatch.c), 6144 bytes ahead, in the float32 -> float8 narrowings and every stochastic one;
@@ -639,7 +640,9 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  * `--relu` runs, ratio to the limit 2048 -> 6144: f32->e4m3fn 0.79 -> 0.87, sat 0.80 -> 0.87,
  * f32->e5m2 0.80 -> 0.89, sat 0.82 -> 0.94, stochastic e4m3fn 0.71 -> 0.77, e5m2 0.76 -> 0.89
  * (session 15). The zero-aware runs are unmeasured on Zen 4. */
+#ifndef MXP_SIMD_PREFETCH_DIST
 #define MXP_SIMD_PREFETCH_DIST 6144
+#endif
 #define MXP_SIMD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #define MXP_SIMD_PREFETCH_ON mxp__avx512_prefetch
 #define MXP_SIMD_PREFETCH_BF16 0
@@ -870,13 +873,13 @@ PRIM void st_f64z(unsigned char *d, __m512i q0, __m512i q1, const f64z t, int nt
     const __m512i lo = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i y = _mm512_permutex2var_epi32(q0, lo, q1);
     if (t.bits == 32) {
-        if (nt) _mm512_stream_si512((void *)d, y);
+        if (nt) MXP__STREAM512((void *)d, y);
         else _mm512_storeu_si512((void *)d, y);
     } else if (t.bits == 16) {
-        if (nt) _mm256_stream_si256((__m256i *)(void *)d, _mm512_cvtepi32_epi16(y));
+        if (nt) MXP__STREAM256((__m256i *)(void *)d, _mm512_cvtepi32_epi16(y));
         else _mm256_storeu_si256((__m256i *)(void *)d, _mm512_cvtepi32_epi16(y));
     } else {
-        if (nt) _mm_stream_si128((__m128i *)(void *)d, _mm512_cvtepi32_epi8(y));
+        if (nt) MXP__STREAM128((__m128i *)(void *)d, _mm512_cvtepi32_epi8(y));
         else _mm_storeu_si128((__m128i *)(void *)d, _mm512_cvtepi32_epi8(y));
     }
 }

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "nt_store.h"
 
 #define CSR_MASK_ALL 0x1F80u /* exception masks, bits 7-12 */
 #define CSR_RC_ZERO 0x6000u  /* bits 13-14 = 11: toward zero; 00: nearest-even */
@@ -68,7 +69,7 @@ ALWAYS_INLINE void f32_from_f64_8(unsigned char *d, const unsigned char *s, int 
     if (sat)
         y = _mm256_add_epi32(y, _mm256_cmpeq_epi32(_mm256_and_si256(y, _mm256_set1_epi32(0x7FFFFFFF)),
                                                    _mm256_set1_epi32(0x7F800000)));
-    if (nt) _mm256_stream_si256((__m256i *)(void *)d, y);
+    if (nt) MXP__STREAM256((__m256i *)(void *)d, y);
     else _mm256_storeu_si256((__m256i *)(void *)d, y);
 }
 ALWAYS_INLINE void f64_from_f32_8(unsigned char *d, const unsigned char *s, int sat, int nt)
@@ -78,7 +79,7 @@ ALWAYS_INLINE void f64_from_f32_8(unsigned char *d, const unsigned char *s, int 
         if (sat)
             y = _mm256_add_epi64(y, _mm256_cmpeq_epi64(_mm256_and_si256(y, _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll)),
                                                        _mm256_set1_epi64x(0x7FF0000000000000ll)));
-        if (nt) _mm256_stream_si256((__m256i *)(void *)(d + 32 * h), y);
+        if (nt) MXP__STREAM256((__m256i *)(void *)(d + 32 * h), y);
         else _mm256_storeu_si256((__m256i *)(void *)(d + 32 * h), y);
     }
 }

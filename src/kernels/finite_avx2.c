@@ -31,6 +31,7 @@
 
 #include "finite.h"
 #include "kernels.h"
+#include "nt_store.h"
 
 #define ALL_FINITE_AVX2(NAME, DT, ESIZE, MASKV, MAXOP, CMPV)                                     \
     static bool NAME(const void *x, size_t n)                                                    \
@@ -116,7 +117,7 @@ static size_t stream_head(const void *x, size_t n, size_t es, bool *stream)
 static inline void store256(void *q, __m256i v, bool stream)
 {
     if (stream)
-        _mm256_stream_si256((__m256i *)q, v);
+        MXP__STREAM256((__m256i *)q, v);
     else
         _mm256_storeu_si256((__m256i *)q, v);
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "quant_kernels.h"
+#include "nt_store.h"
 
 static mxp__qkernels ref; /* the scalar reference, for tails (filled at registration) */
 
@@ -223,7 +224,7 @@ static QINLINE uint32_t fp8_encode_loop(uint8_t *q, const float *x, size_t n, fl
             continue;
         }
         const __m256i b = f8_pack(f8_code(y0, e5m2), f8_code(y1, e5m2), f8_code(y2, e5m2), f8_code(y3, e5m2));
-        if (nt) _mm256_stream_si256((__m256i *)(void *)(q + i), b);
+        if (nt) MXP__STREAM256((__m256i *)(void *)(q + i), b);
         else _mm256_storeu_si256((__m256i *)(void *)(q + i), b);
     }
     uint32_t v = hmax_epu32(_mm256_max_epu32(m0, m1));
@@ -319,13 +320,13 @@ static QINLINE void mx_encode_loop(uint8_t *q, uint8_t *e, const float *x, size_
             const __m256i v = floor_rule ? mx_block_codes(x + b + 32 * k, inv[k], e5m2)
                                          : mx_block_codes_rceil(x + b + 32 * k, inv[k], e5m2);
             unsigned char *d = q + b + 32 * k;
-            if (nt && ((uintptr_t)d & 31) == 0) _mm256_stream_si256((__m256i *)(void *)d, v);
+            if (nt && ((uintptr_t)d & 31) == 0) MXP__STREAM256((__m256i *)(void *)d, v);
             else _mm256_storeu_si256((__m256i *)(void *)d, v);
         }
     }
     for (; b + 32 <= n; b += 32) {
         const __m256i v = mx_block_codes(x + b, mx_block_scale(x + b, e + b / 32, e5m2, floor_rule), e5m2);
-        if (nt && ((uintptr_t)(q + b) & 31) == 0) _mm256_stream_si256((__m256i *)(void *)(q + b), v);
+        if (nt && ((uintptr_t)(q + b) & 31) == 0) MXP__STREAM256((__m256i *)(void *)(q + b), v);
         else _mm256_storeu_si256((__m256i *)(void *)(q + b), v);
     }
     if (b < n) {
@@ -362,7 +363,7 @@ static void store_nt_avx2(void *dst, const void *src, size_t n)
     memcpy(d, s, head);
     size_t i = head;
     for (; i + 32 <= n; i += 32)
-        _mm256_stream_si256((__m256i *)(void *)(d + i), _mm256_loadu_si256((const __m256i *)(const void *)(s + i)));
+        MXP__STREAM256((__m256i *)(void *)(d + i), _mm256_loadu_si256((const __m256i *)(const void *)(s + i)));
     memcpy(d + i, s + i, n - i);
 }
 

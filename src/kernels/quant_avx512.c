@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "quant_kernels.h"
+#include "nt_store.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define QINLINE inline __attribute__((always_inline))
@@ -168,7 +169,7 @@ static QINLINE int any_nan(__m512 y0, __m512 y1, __m512 y2, __m512 y3)
 
 static QINLINE void store64(uint8_t *q, __m512i v, int nt)
 {
-    if (nt) _mm512_stream_si512((void *)q, v);
+    if (nt) MXP__STREAM512((void *)q, v);
     else _mm512_storeu_si512((void *)q, v);
 }
 
