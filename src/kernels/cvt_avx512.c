@@ -899,7 +899,12 @@ PRIM void sr_f64z_run(unsigned char *d, const unsigned char *s, size_t i, size_t
     /* the zero extension of words 0..7 / 8..15 to 64-bit lanes: even dwords get the words */
     __m512i zx0 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     __m512i zx1 = _mm512_add_epi32(zx0, v_set1(8u));
+    __mmask16 ev = 0x5555; /* the even dwords */
 #ifdef MXP_SIMD_PIN
+    /* opaque, so that clang keeps the zero-masking permutes: with the constant it made each a
+     * permute and an AND. Zen 5, 2^16 elements, three runs: clang's f64 -> f32 stochastic 0.207
+     * -> 0.195 ns/element, f64 -> bf16 0.216 -> 0.197 (gcc, unchanged: 0.173, 0.183) */
+    __asm__("" : "+k"(ev));
     MXP_SIMD_PIN(khi);
     MXP_SIMD_PIN(step);
     MXP_SIMD_PIN(m1);
@@ -925,8 +930,8 @@ PRIM void sr_f64z_run(unsigned char *d, const unsigned char *s, size_t i, size_t
             const __mmask8 bad1 = _mm512_mask_cmpgt_epi64_mask(nz1, olim, _mm512_add_epi64(a1, oadd));
             if ((bad0 | bad1) != 0) break;
             const V r = sr_finish(sr_words_hi(il, khi, m1, m2));
-            const __m512i r0 = _mm512_maskz_permutexvar_epi32(0x5555, zx0, r);
-            const __m512i r1 = _mm512_maskz_permutexvar_epi32(0x5555, zx1, r);
+            const __m512i r0 = _mm512_maskz_permutexvar_epi32(ev, zx0, r);
+            const __m512i r1 = _mm512_maskz_permutexvar_epi32(ev, zx1, r);
             st_f64z(d + ob * i, sr_f64z_fast(u0, a0, nz0, r0, t), sr_f64z_fast(u1, a1, nz1, r1, t), t, nt);
             il = v_add(il, step);
         }
