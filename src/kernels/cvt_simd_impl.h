@@ -140,6 +140,23 @@
 #ifndef MXP_SIMD_PREFETCH_WIDEN
 #define MXP_SIMD_PREFETCH_WIDEN 1
 #endif
+#ifdef MXP_SIMD_PREFETCH
+/* The source prefetch of a step's vector loads, MXP_SIMD_PREFETCH_DIST ahead: PF_LINES(p, lo,
+ * hi) prefetches the lines at byte offsets o of p, o a multiple of 64 with lo <= o < hi, and a
+ * loop issues it after the load of bytes [lo, hi), so each line's prefetch follows a load (a
+ * vector of 32 bytes at an odd multiple of 32 prefetches nothing: its line went with the vector
+ * before). With every prefetch at the top of the step, before the loads, where the compilers
+ * kept them when the source had them there (clang in the stochastic loop, gcc in the
+ * nearest-even one), the streaming passes ran slower. AMD EPYC Zen 5, avx512, 2^26 elements,
+ * alternating runs, ns/element: clang's f32 -> bf16 stochastic 0.142 -> 0.116 (gcc's 0.122
+ * either way; three runs); gcc's f32 -> e5m2 0.111 -> 0.103, f32 -> e4m3fn 0.115 -> 0.113 (six
+ * runs; bench/RESULTS.md session 18). AVX2 (one line per 2*VL elements) unchanged. */
+#define PF_LINES(p, lo, hi)                                                                    \
+    do {                                                                                       \
+        for (size_t o_ = ((size_t)(lo) + 63) / 64 * 64; o_ < (size_t)(hi); o_ += 64)          \
+            MXP_SIMD_PREFETCH((p) + o_ + MXP_SIMD_PREFETCH_DIST);                              \
+    } while (0)
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SIMD_INLINE inline __attribute__((always_inline))
@@ -566,14 +583,20 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
          * and check overhead was a fifth of the in-cache time); the block it stops at is
          * handled right after it, and a last step of 2*VL (fewer than 4*VL left) at the end. */
         for (; i + 4 * VL <= n; i += 4 * VL) {
-#ifdef MXP_SIMD_PREFETCH
-            if (pf) {
-                for (size_t o = 0; o < 16 * VL; o += 64)
-                    MXP_SIMD_PREFETCH(s + 4 * i + o + MXP_SIMD_PREFETCH_DIST);
-            }
-#endif
             const unsigned char *p = s + 4 * i;
+#ifdef MXP_SIMD_PREFETCH
+            /* each line's prefetch after its load (PF_LINES) */
+            const V x0 = ld32(p);
+            if (pf) PF_LINES(p, 0, 4 * VL);
+            const V x1 = ld32(p + 4 * VL);
+            if (pf) PF_LINES(p, 4 * VL, 8 * VL);
+            const V x2 = ld32(p + 8 * VL);
+            if (pf) PF_LINES(p, 8 * VL, 12 * VL);
+            const V x3 = ld32(p + 12 * VL);
+            if (pf) PF_LINES(p, 12 * VL, 16 * VL);
+#else
             const V x0 = ld32(p), x1 = ld32(p + 4 * VL), x2 = ld32(p + 8 * VL), x3 = ld32(p + 12 * VL);
+#endif
 #ifdef MXP_SIMD_HW_F16
             if (t.dt == MXP_FLOAT16) {
                 hw_f16_st2(d + 2 * i, x0, x1, sat, nt);
@@ -732,23 +755,6 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
     return i;
 }
 
-#ifdef MXP_SIMD_PREFETCH
-/* The stochastic loops' source prefetch, the lines at byte offsets [lo, hi) of a step's 8*VL
- * source bytes at p (hi - lo a multiple of 64), MXP_SIMD_PREFETCH_DIST ahead. A step issues the
- * prefetch of its first half after that half's load and the rest after the second load
- * (SR_PF_SPLIT: the first line boundary at or past the first half's 4*VL bytes; with VL = 8 the
- * step is one line, prefetched after the first load). With both prefetches at the top of the step,
- * before the words and loads, clang's version of the loop (which keeps that order; gcc moves
- * the loads up) took f32 -> bf16 stochastic at 2^26 to 0.142 ns/element against 0.116 with
- * them split, and gcc's 0.122 either way: AMD EPYC Zen 5, avx512, three alternating runs. */
-#define SR_PF_SPLIT ((4 * VL + 63) / 64 * 64)
-#define SR_PF(p, lo, hi)                                                                       \
-    do {                                                                                       \
-        for (size_t o_ = (lo); o_ < (size_t)(hi); o_ += 64)                                    \
-            MXP_SIMD_PREFETCH((p) + o_ + MXP_SIMD_PREFETCH_DIST);                              \
-    } while (0)
-#endif
-
 #ifdef MXP_SIMD_SR8_FASTZ
 /* A run of sr8_fast2z steps from element i (il: the Weyl states of its indices) while each has a lane below the normal range, at most 32; returns where it stopped.
  * Out of line, one copy per float8 format: inlined into sr_run, its constants and those of
@@ -774,12 +780,12 @@ static SIMD_INLINE size_t sr8_zrun(unsigned char *d, const unsigned char *s, siz
         const V r0 = sr_words_hi(x, khi, m1, m2);
         const V u0 = ld32(s + 4 * i);
 #ifdef MXP_SIMD_PREFETCH
-        if (nt) SR_PF(s + 4 * i, 0, SR_PF_SPLIT);
+        if (nt) PF_LINES(s + 4 * i, 0, 4 * VL);
 #endif
         const V r1 = sr_words_hi(v_add(x, step), khi, m1, m2);
         const V u1 = ld32(s + 4 * i + 4 * VL);
 #ifdef MXP_SIMD_PREFETCH
-        if (nt) SR_PF(s + 4 * i, SR_PF_SPLIT, 8 * VL);
+        if (nt) PF_LINES(s + 4 * i, 4 * VL, 8 * VL);
 #endif
         const int r = sr8_fast2z(d + i, u0, u1, r0, r1, 23 - t.m, sc.lo, sc.hi, sc.rebias, nt);
         if (r == 0) break;
@@ -836,16 +842,16 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
 #endif
     while (i < end) {
         for (; i < end; i += 2 * VL) {
-            /* each half's prefetch after its load (SR_PF_SPLIT) */
+            /* each half's prefetch after its load (PF_LINES) */
             const V r0 = sr_words_hi(il, khi, m1, m2);
             const V u0 = ld32(s + 4 * i);
 #ifdef MXP_SIMD_PREFETCH
-            if (pf) SR_PF(s + 4 * i, 0, SR_PF_SPLIT);
+            if (pf) PF_LINES(s + 4 * i, 0, 4 * VL);
 #endif
             const V r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
             const V u1 = ld32(s + 4 * i + 4 * VL);
 #ifdef MXP_SIMD_PREFETCH
-            if (pf) SR_PF(s + 4 * i, SR_PF_SPLIT, 8 * VL);
+            if (pf) PF_LINES(s + 4 * i, 4 * VL, 8 * VL);
 #endif
             if (t.bias == 127) {
 #ifdef MXP_SIMD_ANY_NAN4
