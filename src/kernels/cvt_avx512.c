@@ -700,14 +700,15 @@ static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, 
     const V lo = _mm512_set1_epi16((short)((128 - t.bias) << 7)), mag = _mm512_set1_epi16(0x7FFF);
     const V C = _mm512_set1_epi16((short)(135 - t.bias - t.m));
     /* the source prefetch of the float32 narrowings (MXP_SIMD_PREFETCH_ON, above): Zen 5, 2^26,
-     * seven alternating runs, 0.0786 -> 0.0737 ns/element (medians) */
+     * seven alternating runs, 0.0786 -> 0.0737 ns/element (medians); each line's prefetch after
+     * its load instead of both before the loads (cvt_simd_impl.h's PF_LINES), six runs, 0.0723 ->
+     * 0.0680 */
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
     for (; i + 64 <= n; i += 64) {
-        if (pf) {
-            MXP_SIMD_PREFETCH(s + 2 * i + MXP_SIMD_PREFETCH_DIST);
-            MXP_SIMD_PREFETCH(s + 2 * i + 64 + MXP_SIMD_PREFETCH_DIST);
-        }
-        const V x = _mm512_loadu_si512(s + 2 * i), y = _mm512_loadu_si512(s + 2 * i + 64);
+        const V x = _mm512_loadu_si512(s + 2 * i);
+        if (pf) MXP_SIMD_PREFETCH(s + 2 * i + MXP_SIMD_PREFETCH_DIST);
+        const V y = _mm512_loadu_si512(s + 2 * i + 64);
+        if (pf) MXP_SIMD_PREFETCH(s + 2 * i + 64 + MXP_SIMD_PREFETCH_DIST);
         const V t0 = n8w_tq(x, c.Dw, c.k), t1 = n8w_tq(y, c.Dw, c.k);
         const __mmask32 b0 = n8w_bad(t0, c.qm, c.mn, c.span), b1 = n8w_bad(t1, c.qm, c.mn, c.span);
         if ((b0 | b1) == 0) {
@@ -826,7 +827,9 @@ typedef struct f64z {
  * (no prefetch, see above), these read 8 bytes per element and gained: Zen 5, 2^26 elements,
  * avx512-own, two runs each, ns/element: f64->bf16 SR 0.306-0.315 without, 0.250-0.252 at
  * 4096 bytes (0.276-0.285 at 2048, 0.301-0.307 at 1024); f64->f32 SR 0.282-0.299 without,
- * 0.268-0.301 at 4096. */
+ * 0.268-0.301 at 4096. Each line's prefetch after its load rather than both before the loads
+ * (as cvt_simd_impl.h's PF_LINES), six alternating runs, medians: f64->bf16 SR 0.248 -> 0.233,
+ * f64->f32 SR 0.274 -> 0.262. */
 #define F64Z_PREFETCH 4096
 
 /* 8 doubles (bits u) and their random words r (zero-extended to 64-bit lanes) -> 8 target
@@ -918,12 +921,11 @@ PRIM void sr_f64z_run(unsigned char *d, const unsigned char *s, size_t i, size_t
     V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     while (i < end) {
         for (; i < end; i += 16) {
-            if (nt) { /* the two source lines 4096 bytes ahead (see F64Z_PREFETCH) */
-                _mm_prefetch((const char *)(s + 8 * i + F64Z_PREFETCH), _MM_HINT_T0);
-                _mm_prefetch((const char *)(s + 8 * i + F64Z_PREFETCH + 64), _MM_HINT_T0);
-            }
+            /* each source line's prefetch after its load, 4096 bytes ahead (see F64Z_PREFETCH) */
             const __m512i u0 = _mm512_loadu_si512((const void *)(s + 8 * i));
+            if (nt) _mm_prefetch((const char *)(s + 8 * i + F64Z_PREFETCH), _MM_HINT_T0);
             const __m512i u1 = _mm512_loadu_si512((const void *)(s + 8 * i + 64));
+            if (nt) _mm_prefetch((const char *)(s + 8 * i + F64Z_PREFETCH + 64), _MM_HINT_T0);
             const __m512i a0 = _mm512_and_si512(u0, absm), a1 = _mm512_and_si512(u1, absm);
             const __mmask8 nz0 = _mm512_test_epi64_mask(a0, a0), nz1 = _mm512_test_epi64_mask(a1, a1);
             const __mmask8 bad0 = _mm512_mask_cmpgt_epi64_mask(nz0, olim, _mm512_add_epi64(a0, oadd));
