@@ -141,13 +141,16 @@ __attribute__((target("avx2"))) static int words_ok256(const words_ctx *c)
     return words_match(w, 8, c);
 }
 
-/* floor16: 2 vectors of float32 per step, t = u + (r >> 16), high halves stored in order */
-__attribute__((target("avx512f,avx512bw"))) static void floor512(void *p)
+/* floor16 (half = 0): 2 vectors of float32 per step, t = u + (r >> 16) with a word vector each,
+ * the high halves stored in order. half16 (half = 1): one word vector per step, completed
+ * (sr_finish's last step, as the low half needs it), its low halves added to the first vector
+ * and its high halves to the second. */
+#define SR512 __attribute__((target("avx512f,avx512bw")))
+SR512 static inline __attribute__((always_inline)) void pass512(const words_ctx *c, int half)
 {
-    const words_ctx *c = p;
     const __m512i m1 = _mm512_set1_epi32((int)MXP__SR_M1), m2 = _mm512_set1_epi32((int)MXP__SR_M2),
                   khi = _mm512_set1_epi32((int)c->key_hi),
-                  step = _mm512_set1_epi32((int)(16u * MXP__SR_W));
+                  step = _mm512_set1_epi32((int)(16u * MXP__SR_W)), lo16 = _mm512_set1_epi32(0xFFFF);
     __m512i x = _mm512_add_epi32(_mm512_set1_epi32((int)c->key_lo),
                                  _mm512_mullo_epi32(S512_IOTA, _mm512_set1_epi32((int)MXP__SR_W)));
     /* output word j = word 2j + 1 of (t0, t1) (VPERMT2W numbers t1's words 32-63): the high halves
@@ -156,88 +159,62 @@ __attribute__((target("avx512f,avx512bw"))) static void floor512(void *p)
         _mm512_or_si512(_mm512_slli_epi32(S512_IOTA, 2), _mm512_slli_epi32(S512_IOTA, 18)),
         _mm512_set1_epi32(0x00030001));
     for (size_t i = 0; i < N; i += 32) {
-        const __m512i x1 = _mm512_add_epi32(x, step);
-        const __m512i r0 = words_v16(x, khi, m1, m2), r1 = words_v16(x1, khi, m1, m2);
-        const __m512i t0 =
-            _mm512_add_epi32(_mm512_loadu_si512(c->src + i), _mm512_srli_epi32(r0, 16));
-        const __m512i t1 =
-            _mm512_add_epi32(_mm512_loadu_si512(c->src + i + 16), _mm512_srli_epi32(r1, 16));
+        __m512i a0, a1; /* the 16 random bits of each lane */
+        if (half) {
+            __m512i w = words_v16(x, khi, m1, m2);
+            w = _mm512_xor_si512(w, _mm512_srli_epi32(w, 21));
+            a0 = _mm512_and_si512(w, lo16);
+            a1 = _mm512_srli_epi32(w, 16);
+            x = _mm512_add_epi32(x, step);
+        } else {
+            const __m512i x1 = _mm512_add_epi32(x, step);
+            a0 = _mm512_srli_epi32(words_v16(x, khi, m1, m2), 16);
+            a1 = _mm512_srli_epi32(words_v16(x1, khi, m1, m2), 16);
+            x = _mm512_add_epi32(x1, step);
+        }
+        const __m512i t0 = _mm512_add_epi32(_mm512_loadu_si512(c->src + i), a0);
+        const __m512i t1 = _mm512_add_epi32(_mm512_loadu_si512(c->src + i + 16), a1);
         _mm512_storeu_si512((unsigned char *)c->dst + 2 * i, _mm512_permutex2var_epi16(t0, hi, t1));
-        x = _mm512_add_epi32(x1, step);
     }
     __asm__ __volatile__("" : : "r"(c->dst) : "memory");
 }
-/* half16: one word vector per two vectors of elements, completed (sr_finish's last step, as
- * the low half needs it): the low halves for the first, the high halves for the second */
-__attribute__((target("avx512f,avx512bw"))) static void half512(void *p)
+SR512 static void floor512(void *p) { pass512(p, 0); }
+SR512 static void half512(void *p) { pass512(p, 1); }
+
+#define SR256 __attribute__((target("avx2")))
+SR256 static inline __attribute__((always_inline)) void pass256(const words_ctx *c, int half)
 {
-    const words_ctx *c = p;
-    const __m512i m1 = _mm512_set1_epi32((int)MXP__SR_M1), m2 = _mm512_set1_epi32((int)MXP__SR_M2),
-                  khi = _mm512_set1_epi32((int)c->key_hi),
-                  step = _mm512_set1_epi32((int)(16u * MXP__SR_W)), lo16 = _mm512_set1_epi32(0xFFFF);
-    __m512i x = _mm512_add_epi32(_mm512_set1_epi32((int)c->key_lo),
-                                 _mm512_mullo_epi32(S512_IOTA, _mm512_set1_epi32((int)MXP__SR_W)));
-    const __m512i hi = _mm512_add_epi32(
-        _mm512_or_si512(_mm512_slli_epi32(S512_IOTA, 2), _mm512_slli_epi32(S512_IOTA, 18)),
-        _mm512_set1_epi32(0x00030001));
-    for (size_t i = 0; i < N; i += 32) {
-        __m512i w = words_v16(x, khi, m1, m2);
-        w = _mm512_xor_si512(w, _mm512_srli_epi32(w, 21));
-        const __m512i t0 =
-            _mm512_add_epi32(_mm512_loadu_si512(c->src + i), _mm512_and_si512(w, lo16));
-        const __m512i t1 =
-            _mm512_add_epi32(_mm512_loadu_si512(c->src + i + 16), _mm512_srli_epi32(w, 16));
-        _mm512_storeu_si512((unsigned char *)c->dst + 2 * i, _mm512_permutex2var_epi16(t0, hi, t1));
-        x = _mm512_add_epi32(x, step);
-    }
-    __asm__ __volatile__("" : : "r"(c->dst) : "memory");
-}
-__attribute__((target("avx2"))) static void floor256(void *p)
-{
-    const words_ctx *c = p;
-    const __m256i m1 = _mm256_set1_epi32((int)MXP__SR_M1), m2 = _mm256_set1_epi32((int)MXP__SR_M2),
-                  khi = _mm256_set1_epi32((int)c->key_hi),
-                  step = _mm256_set1_epi32((int)(8u * MXP__SR_W));
-    __m256i x = _mm256_add_epi32(_mm256_set1_epi32((int)c->key_lo),
-                                 _mm256_mullo_epi32(S256_IOTA, _mm256_set1_epi32((int)MXP__SR_W)));
-    for (size_t i = 0; i < N; i += 16) {
-        const __m256i x1 = _mm256_add_epi32(x, step);
-        const __m256i r0 = words_v8(x, khi, m1, m2), r1 = words_v8(x1, khi, m1, m2);
-        const __m256i t0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(c->src + i)),
-                                            _mm256_srli_epi32(r0, 16));
-        const __m256i t1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(c->src + i + 8)),
-                                            _mm256_srli_epi32(r1, 16));
-        /* packus after the shift (values < 2^16) puts the halves in lane order 0-3 8-11 4-7 12-15
-         */
-        const __m256i h = _mm256_packus_epi32(_mm256_srli_epi32(t0, 16), _mm256_srli_epi32(t1, 16));
-        _mm256_storeu_si256((__m256i *)(void *)((unsigned char *)c->dst + 2 * i),
-                            _mm256_permute4x64_epi64(h, 0xD8));
-        x = _mm256_add_epi32(x1, step);
-    }
-    __asm__ __volatile__("" : : "r"(c->dst) : "memory");
-}
-__attribute__((target("avx2"))) static void half256(void *p)
-{
-    const words_ctx *c = p;
     const __m256i m1 = _mm256_set1_epi32((int)MXP__SR_M1), m2 = _mm256_set1_epi32((int)MXP__SR_M2),
                   khi = _mm256_set1_epi32((int)c->key_hi),
                   step = _mm256_set1_epi32((int)(8u * MXP__SR_W)), lo16 = _mm256_set1_epi32(0xFFFF);
     __m256i x = _mm256_add_epi32(_mm256_set1_epi32((int)c->key_lo),
                                  _mm256_mullo_epi32(S256_IOTA, _mm256_set1_epi32((int)MXP__SR_W)));
     for (size_t i = 0; i < N; i += 16) {
-        __m256i w = words_v8(x, khi, m1, m2);
-        w = _mm256_xor_si256(w, _mm256_srli_epi32(w, 21));
-        const __m256i t0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(c->src + i)),
-                                            _mm256_and_si256(w, lo16));
-        const __m256i t1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(c->src + i + 8)),
-                                            _mm256_srli_epi32(w, 16));
+        __m256i a0, a1;
+        if (half) {
+            __m256i w = words_v8(x, khi, m1, m2);
+            w = _mm256_xor_si256(w, _mm256_srli_epi32(w, 21));
+            a0 = _mm256_and_si256(w, lo16);
+            a1 = _mm256_srli_epi32(w, 16);
+            x = _mm256_add_epi32(x, step);
+        } else {
+            const __m256i x1 = _mm256_add_epi32(x, step);
+            a0 = _mm256_srli_epi32(words_v8(x, khi, m1, m2), 16);
+            a1 = _mm256_srli_epi32(words_v8(x1, khi, m1, m2), 16);
+            x = _mm256_add_epi32(x1, step);
+        }
+        const __m256i t0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(c->src + i)), a0);
+        const __m256i t1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(c->src + i + 8)), a1);
+        /* packus after the shift (values < 2^16) puts the halves in lane order 0-3 8-11 4-7 12-15
+         */
         const __m256i h = _mm256_packus_epi32(_mm256_srli_epi32(t0, 16), _mm256_srli_epi32(t1, 16));
         _mm256_storeu_si256((__m256i *)(void *)((unsigned char *)c->dst + 2 * i),
                             _mm256_permute4x64_epi64(h, 0xD8));
-        x = _mm256_add_epi32(x, step);
     }
     __asm__ __volatile__("" : : "r"(c->dst) : "memory");
 }
+SR256 static void floor256(void *p) { pass256(p, 0); }
+SR256 static void half256(void *p) { pass256(p, 1); }
 #endif
 
 int main(int argc, char **argv)

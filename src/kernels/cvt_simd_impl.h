@@ -842,7 +842,10 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
 #endif
     while (i < end) {
         for (; i < end; i += 2 * VL) {
-            /* each half's prefetch after its load (PF_LINES) */
+            /* each half's prefetch after its load (PF_LINES); the second half's words between
+             * the two loads, as in sr8_zrun: with both loads and prefetches together after the
+             * words (a shared load helper), gcc's f32 -> e5m2 stochastic at 2^26 went 0.115 ->
+             * 0.130 ns/element (six alternating runs) */
             const V r0 = sr_words_hi(il, khi, m1, m2);
             const V u0 = ld32(s + 4 * i);
 #ifdef MXP_SIMD_PREFETCH
