@@ -639,7 +639,8 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  * about 0.095), uniform data unchanged (session 13); 6144 bytes ahead, three alternating
  * `--relu` runs, ratio to the limit 2048 -> 6144: f32->e4m3fn 0.79 -> 0.87, sat 0.80 -> 0.87,
  * f32->e5m2 0.80 -> 0.89, sat 0.82 -> 0.94, stochastic e4m3fn 0.71 -> 0.77, e5m2 0.76 -> 0.89
- * (session 15). The zero-aware runs are unmeasured on Zen 4. */
+ * (session 15). The zero-aware runs are unmeasured on Zen 4. A build may set another distance
+ * (-DMXP_SIMD_PREFETCH_DIST=BYTES) to measure it. */
 #ifndef MXP_SIMD_PREFETCH_DIST
 #define MXP_SIMD_PREFETCH_DIST 6144
 #endif

@@ -755,6 +755,33 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
     return i;
 }
 
+/* A stochastic step's inputs: the 2*VL float32 at q and their words (sr_words_hi) from the Weyl
+ * states x and x + step, in this order: the first half's words, its load, its lines' prefetch
+ * when pf (PF_LINES), then the second half's. The order was measured: with both loads and
+ * prefetches together after all the words, gcc's f32 -> e5m2 stochastic at 2^26 went 0.115 ->
+ * 0.130 ns/element (AMD Zen 5, six alternating runs); with the prefetches at the top of the step,
+ * clang's f32 -> bf16 stochastic took 0.142 instead of 0.116 (bench/RESULTS.md session 18). */
+typedef struct sr_in {
+    V r0, r1, u0, u1;
+} sr_in;
+static SIMD_INLINE sr_in sr_load(const unsigned char *q, V x, V step, V khi, V m1, V m2, int pf)
+{
+    sr_in in;
+    in.r0 = sr_words_hi(x, khi, m1, m2);
+    in.u0 = ld32(q);
+#ifdef MXP_SIMD_PREFETCH
+    if (pf) PF_LINES(q, 0, 4 * VL);
+#endif
+    in.r1 = sr_words_hi(v_add(x, step), khi, m1, m2);
+    in.u1 = ld32(q + 4 * VL);
+#ifdef MXP_SIMD_PREFETCH
+    if (pf) PF_LINES(q, 4 * VL, 8 * VL);
+#else
+    (void)pf;
+#endif
+    return in;
+}
+
 #ifdef MXP_SIMD_SR8_FASTZ
 /* A run of sr8_fast2z steps from element i (il: the Weyl states of its indices) while each has a lane below the normal range, at most 32; returns where it stopped.
  * Out of line, one copy per float8 format: inlined into sr_run, its constants and those of
@@ -777,17 +804,8 @@ static SIMD_INLINE size_t sr8_zrun(unsigned char *d, const unsigned char *s, siz
     V x = il;
     const size_t zend = (end - i) / (2 * VL) > 32 ? i + 32 * 2 * VL : end;
     while (i < zend) {
-        const V r0 = sr_words_hi(x, khi, m1, m2);
-        const V u0 = ld32(s + 4 * i);
-#ifdef MXP_SIMD_PREFETCH
-        if (nt) PF_LINES(s + 4 * i, 0, 4 * VL);
-#endif
-        const V r1 = sr_words_hi(v_add(x, step), khi, m1, m2);
-        const V u1 = ld32(s + 4 * i + 4 * VL);
-#ifdef MXP_SIMD_PREFETCH
-        if (nt) PF_LINES(s + 4 * i, 4 * VL, 8 * VL);
-#endif
-        const int r = sr8_fast2z(d + i, u0, u1, r0, r1, 23 - t.m, sc.lo, sc.hi, sc.rebias, nt);
+        const sr_in in = sr_load(s + 4 * i, x, step, khi, m1, m2, nt);
+        const int r = sr8_fast2z(d + i, in.u0, in.u1, in.r0, in.r1, 23 - t.m, sc.lo, sc.hi, sc.rebias, nt);
         if (r == 0) break;
         x = v_add(x, step2);
         i += 2 * VL;
@@ -837,25 +855,11 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
 #endif
     /* the Weyl states of the indices lo, lo + 1, ...: W apart, so step = VL * W per vector */
     V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
-#ifdef MXP_SIMD_PREFETCH
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
-#endif
     while (i < end) {
         for (; i < end; i += 2 * VL) {
-            /* each half's prefetch after its load (PF_LINES); the second half's words between
-             * the two loads, as in sr8_zrun: with both loads and prefetches together after the
-             * words (a shared load helper), gcc's f32 -> e5m2 stochastic at 2^26 went 0.115 ->
-             * 0.130 ns/element (six alternating runs) */
-            const V r0 = sr_words_hi(il, khi, m1, m2);
-            const V u0 = ld32(s + 4 * i);
-#ifdef MXP_SIMD_PREFETCH
-            if (pf) PF_LINES(s + 4 * i, 0, 4 * VL);
-#endif
-            const V r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
-            const V u1 = ld32(s + 4 * i + 4 * VL);
-#ifdef MXP_SIMD_PREFETCH
-            if (pf) PF_LINES(s + 4 * i, 4 * VL, 8 * VL);
-#endif
+            const sr_in in = sr_load(s + 4 * i, il, step, khi, m1, m2, pf);
+            const V r0 = in.r0, r1 = in.r1, u0 = in.u0, u1 = in.u1;
             if (t.bias == 127) {
 #ifdef MXP_SIMD_ANY_NAN4
                 if (any_nan4(u0, u1, u0, u1)) break;
