@@ -304,6 +304,46 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
     return true;
 }
 
+/* narrow8_fast4 that always stores (not streaming): returns nonzero when a lane was outside the
+ * normal range, whose bytes are then wrong and the caller fixes them (narrow8_fix4) or redoes
+ * the step (MXP_SIMD_NARROW8_DEFER in cvt_simd_impl.h) */
+#define MXP_SIMD_NARROW8_DEFER 1
+PRIM int narrow8_fast4d(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
+{
+    n8w_c c = n8w_consts(D, add, minq, maxq);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(c.k);
+    MXP_SIMD_PIN(c.qm);
+    MXP_SIMD_PIN(c.mn);
+    MXP_SIMD_PIN(c.span);
+#endif
+    const V t0 = n8w_tq(n8w_word(x, y, c.ihi, c.ilo), c.Dw, c.k), t1 = n8w_tq(n8w_word(z, w, c.ihi, c.ilo), c.Dw, c.k);
+    const __mmask32 b = n8w_bad(t0, c.qm, c.mn, c.span) | n8w_bad(t1, c.qm, c.mn, c.span);
+    n8w_store(p, n8w_byte(t0, c.Dw), n8w_byte(t1, c.Dw), 0);
+    return b != 0;
+}
+
+/* The lanes below the normal range of a step that narrow8_fast4d stored at p (the other lanes'
+ * bytes are right): their bytes rewritten by masked stores, as narrow8_fast4t computes them
+ * (a + magic with {rn-sae}: the low word is the code; the sign or-ed in). False when a lane
+ * overflows or is NaN (|x| > hi), some bytes then stored and the step to be redone whole. */
+PRIM bool narrow8_fix4(unsigned char *p, const unsigned char *s, int D, uint32_t lo, uint32_t hi)
+{
+    const int m = 23 - D, bias = m == 3 ? 7 : 15; /* e4m3fn or e5m2 */
+    const __m512 magic = _mm512_castsi512_ps(v_set1((uint32_t)(127 + 24 - bias - m) << 23));
+    const V ab = v_set1(0x7FFFFFFFu), L = v_set1(lo), H = v_set1(hi), sg = v_set1(0x80u);
+    __mmask16 hard = 0;
+    for (int j = 0; j < 4; j++) {
+        const V x = ld32(s + 4 * VL * j), a = v_and(x, ab);
+        hard |= m_gt(a, H);
+        const V sv = _mm512_castps_si512(
+            _mm512_add_round_ps(_mm512_castsi512_ps(a), magic, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        /* sv | (x >> 24 & 0x80) */
+        const V b = _mm512_ternarylogic_epi32(sv, _mm512_srli_epi32(x, 24), sg, 0xF8);
+        _mm512_mask_cvtepi32_storeu_epi8(p + VL * j, m_gt(L, a), b);
+    }
+    return hard == 0;
+}
 /*
  * Stochastic rounding to float8 on 16-bit lanes (the fast loop of sr_run): the random bits are
  * added to the float32 bits as in sr_fast, t = u + (r >> (32 - D)) (in range, the carry stops

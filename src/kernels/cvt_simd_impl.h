@@ -554,6 +554,74 @@ static size_t narrow8_tiny_run(unsigned char *d, const unsigned char *s, size_t 
 }
 #endif
 
+#if defined(MXP_SIMD_NARROW8_DEFER) && defined(MXP_SIMD_NARROW8_FAST_TINY) && defined(MXP_SIMD_NARROW8_SUB)
+/* The 4*VL elements at q (a step whose fast bytes were wrong) to p, by the tiny-aware step, or
+ * per half by narrow8_sub2 or the general path (overflow, NaN). */
+MXP_SIMD_NOINLINE
+static void narrow8_redo(unsigned char *p, const unsigned char *q, const sfmt t, const fastc c, int sat)
+{
+    const int r = t.m == 3 ? narrow8_fast4t(p, q, 20, c.add, 1u << t.m, t.maxfin, 0)
+                           : narrow8_fast4t(p, q, 21, c.add, 1u << t.m, t.maxfin, 0);
+    if (r != 0) return;
+    for (size_t h = 0; h < 2; h++, p += 2 * VL, q += 8 * VL) {
+        if (narrow8_sub2(p, ld32(q), ld32(q + 4 * VL), 23 - t.m, c.add, c.lo, c.hi, sub_scale(t), 0)) continue;
+        V out[2];
+        narrow_slow2(out, q, sat, t);
+        st_narrow2(p, out[0], out[1], 8, 0);
+    }
+}
+/*
+ * float32 -> float8 nearest-even for calls that do not stream (in cache), every whole step of
+ * 4*VL elements from i, without a branch on the data in the fast loop: each step stores the fast
+ * path's bytes, and a step with a lane outside the normal range (e4m3fn on data over [-8, 8]:
+ * 12% of steps, each a mispredicted branch where the loop left for another path) is noted in a
+ * bit mask and fixed after its block of up to 32 steps: the bytes of the lanes below the normal
+ * range rewritten by masked stores (narrow8_fix4), or, with an overflow or NaN lane, the step
+ * redone whole (narrow8_redo). When half a block or more needed fixing (ReLU data, small
+ * values), the next steps go through the run of tiny-aware steps instead, for as long as every
+ * step has such a lane. AMD Zen 5, f32 -> e4m3fn, 2^16 elements, three alternating runs,
+ * ns/element, before / after: data over [-8, 8] 0.0448 / 0.0443 (a best-of harness: 0.046 /
+ * 0.044), over [-0.5, 0.5] 0.080 / 0.070, ReLU data 0.058 / 0.055, over [-0.05, 0.05] 0.075 /
+ * 0.074; e5m2 unchanged (0.037). Streaming calls keep rne_run's loop: there the fixes, whether
+ * into the streamed lines (the step redone) or into a buffer in L1 streamed out after each
+ * block, cost as much as the branch (2^26, six alternating runs: 0.110 -> 0.114 ns/element;
+ * with the buffer e5m2 0.103 -> 0.110). bench/RESULTS.md, session 19.
+ */
+static SIMD_INLINE size_t narrow8_defer_run(unsigned char *d, const unsigned char *s, size_t i, size_t n,
+                                            const sfmt t, const fastc c, int sat)
+{
+    int run = 0;
+    while (i + 4 * VL <= n) {
+        if (run) {
+            const size_t i0 = i;
+            i = narrow8_tiny_run(d, s, i, n, 23 - t.m, c.add, 1u << t.m, t.maxfin, 0);
+            run = i - i0 == 32 * 4 * VL;
+            if (i == i0) {
+                narrow8_redo(d + i, s + 4 * i, t, c, sat);
+                i += 4 * VL;
+            }
+            continue;
+        }
+        const size_t steps = (n - i) / (4 * VL) > 32 ? 32 : (n - i) / (4 * VL);
+        const size_t i0 = i, end = i + steps * 4 * VL;
+        uint32_t fix = 0, bit = 1;
+        for (; i < end; i += 4 * VL, bit <<= 1) {
+            const unsigned char *p = s + 4 * i;
+            if (narrow8_fast4d(d + i, ld32(p), ld32(p + 4 * VL), ld32(p + 8 * VL), ld32(p + 12 * VL), 23 - t.m, c.add,
+                               1u << t.m, t.maxfin))
+                fix |= bit;
+        }
+        size_t k = 0;
+        for (; fix != 0; fix &= fix - 1, k++) {
+            const size_t j = i0 + (size_t)__builtin_ctz(fix) * 4 * VL;
+            if (!narrow8_fix4(d + j, s + 4 * j, 23 - t.m, c.lo, c.hi)) narrow8_redo(d + j, s + 4 * j, t, c, sat);
+        }
+        run = 2 * k >= steps && steps == 32;
+    }
+    return i;
+}
+#endif
+
 /* The nearest-even steps from element i while 2*VL elements remain; returns where it stopped. */
 static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size_t i, size_t n,
                                   const sfmt t, int sat, int nt)
@@ -574,6 +642,9 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
 #ifdef MXP_SIMD_PREFETCH
     const int pf = nt && MXP_SIMD_PREFETCH_ON && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16) &&
                    (MXP_SIMD_PREFETCH_BF16 || t.bias != 127);
+#endif
+#if defined(MXP_SIMD_NARROW8_DEFER) && defined(MXP_SIMD_NARROW8_FAST_TINY) && defined(MXP_SIMD_NARROW8_SUB)
+    if (t.bits == 8 && !nt) i = narrow8_defer_run(d, s, i, n, t, c, sat);
 #endif
     while (i + 2 * VL <= n) {
         /* Fast steps until one needs another path. Those paths sit outside this inner loop, so

@@ -193,6 +193,11 @@ EMU_FN void emu_mm512_mask_storeu_epi32(void *p, simde__mmask16 k, simde__m512i 
     for (int i = 0; i < 16; i++)
         if (k >> i & 1) memcpy((char *)p + 4 * i, (const char *)&a + 4 * i, 4);
 }
+EMU_FN void emu_mm512_mask_cvtepi32_storeu_epi8(void *p, simde__mmask16 k, simde__m512i a)
+{
+    for (int i = 0; i < 16; i++)
+        if (k >> i & 1) memcpy((char *)p + i, (const char *)&a + 4 * i, 1); /* little-endian low byte */
+}
 /* A 512-bit conversion as its 256-bit (AVX / F16C) form applied to each half of the input, the
  * two results put side by side: VCVTPS2PH / VCVTPH2PS (16 lanes), VCVTPD2PS / VCVTPS2PD (8). The
  * hardware does the same per lane, so rounding, FTZ and DAZ are the MXCSR's as on AVX-512
@@ -301,6 +306,7 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #define _mm512_cvtpd_ps emu_mm512_cvtpd_ps
 #define _mm512_maskz_loadu_pd emu_mm512_maskz_loadu_pd
 #define _mm512_mask_storeu_epi32 emu_mm512_mask_storeu_epi32
+#define _mm512_mask_cvtepi32_storeu_epi8 emu_mm512_mask_cvtepi32_storeu_epi8
 #define _mm512_cvtps_pd emu_mm512_cvtps_pd
 
 /* VADDPS / VSUBPS / VMULPS with embedded rounding (_MM_FROUND_TO_NEAREST_INT etc. |
