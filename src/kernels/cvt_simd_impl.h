@@ -84,6 +84,13 @@
  *   MXP_SIMD_NARROW8_FASTZ with narrow8_fast4z(p, x, y, z, w, D, add, minq, maxq, nt): as
  *                             narrow8_fast4, +-0 lanes accepted too; 0 = not stored, 1 = stored
  *                             with a zero lane, 2 = stored without one
+ *   MXP_SIMD_NARROW8_DEFER with narrow8_fast4d(p, x, y, z, w, D, add, minq, maxq): narrow8_fast4
+ *                             that always stores (plainly) and returns nonzero when a lane was
+ *                             outside the normal range, and narrow8_fix4(p, s, D, lo, hi): the
+ *                             bytes of such a step's lanes below the normal range rewritten from
+ *                             the 4*VL float32 at s, false when a lane overflows or is NaN (with
+ *                             MXP_SIMD_NARROW8_FAST_TINY and MXP_SIMD_NARROW8_SUB: the in-cache
+ *                             float8 loop narrow8_defer_run, below)
  *   MXP_SIMD_NARROW8_FAST_TINY with narrow8_fast4t(p, s, D, add, minq, maxq, nt): the 4*VL
  *                             float32 at s -> float8 nearest-even at p when no lane overflows or
  *                             is NaN (subnormal and +-0 results too; 1: a lane was below the
