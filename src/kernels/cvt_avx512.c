@@ -288,8 +288,13 @@ PRIM void n8w_store(void *p, V b0, V b1, int nt)
         _mm512_storeu_si512(p, v);
     }
 }
-PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq,
-                        int nt)
+/* the word step of narrow8_fast4 / narrow8_fast4d: 4*VL float32 -> two vectors of 32 byte lanes
+ * (words < 256) and the lanes outside the normal range, whose bytes are wrong */
+typedef struct n8w_out {
+    V b0, b1;
+    __mmask32 bad;
+} n8w_out;
+PRIM n8w_out n8w_step(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
 {
     n8w_c c = n8w_consts(D, add, minq, maxq);
 #ifdef MXP_SIMD_PIN
@@ -299,8 +304,18 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
     MXP_SIMD_PIN(c.span);
 #endif
     const V t0 = n8w_tq(n8w_word(x, y, c.ihi, c.ilo), c.Dw, c.k), t1 = n8w_tq(n8w_word(z, w, c.ihi, c.ilo), c.Dw, c.k);
-    if ((n8w_bad(t0, c.qm, c.mn, c.span) | n8w_bad(t1, c.qm, c.mn, c.span)) != 0) return false;
-    n8w_store(p, n8w_byte(t0, c.Dw), n8w_byte(t1, c.Dw), nt);
+    n8w_out o;
+    o.bad = n8w_bad(t0, c.qm, c.mn, c.span) | n8w_bad(t1, c.qm, c.mn, c.span);
+    o.b0 = n8w_byte(t0, c.Dw);
+    o.b1 = n8w_byte(t1, c.Dw);
+    return o;
+}
+PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq,
+                        int nt)
+{
+    const n8w_out o = n8w_step(x, y, z, w, D, add, minq, maxq);
+    if (o.bad != 0) return false;
+    n8w_store(p, o.b0, o.b1, nt);
     return true;
 }
 
@@ -310,17 +325,9 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
 #define MXP_SIMD_NARROW8_DEFER 1
 PRIM int narrow8_fast4d(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
 {
-    n8w_c c = n8w_consts(D, add, minq, maxq);
-#ifdef MXP_SIMD_PIN
-    MXP_SIMD_PIN(c.k);
-    MXP_SIMD_PIN(c.qm);
-    MXP_SIMD_PIN(c.mn);
-    MXP_SIMD_PIN(c.span);
-#endif
-    const V t0 = n8w_tq(n8w_word(x, y, c.ihi, c.ilo), c.Dw, c.k), t1 = n8w_tq(n8w_word(z, w, c.ihi, c.ilo), c.Dw, c.k);
-    const __mmask32 b = n8w_bad(t0, c.qm, c.mn, c.span) | n8w_bad(t1, c.qm, c.mn, c.span);
-    n8w_store(p, n8w_byte(t0, c.Dw), n8w_byte(t1, c.Dw), 0);
-    return b != 0;
+    const n8w_out o = n8w_step(x, y, z, w, D, add, minq, maxq);
+    n8w_store(p, o.b0, o.b1, 0);
+    return o.bad != 0;
 }
 
 /* The lanes below the normal range of a step that narrow8_fast4d stored at p (the other lanes'
