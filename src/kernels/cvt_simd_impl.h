@@ -516,6 +516,21 @@ static SIMD_INLINE size_t tiny_run(unsigned char *d, const unsigned char *s, siz
 #define MXP_SIMD_NOINLINE
 #endif
 
+#ifdef MXP_SIMD_NARROW8_SUB
+/* 4*VL float32 at q -> float8 nearest-even at p, per half: narrow8_sub2 (subnormal results too),
+ * or the general path (overflow, NaN) */
+static SIMD_INLINE void narrow8_halves(unsigned char *p, const unsigned char *q, const sfmt t, const fastc c, int sat,
+                                      int nt)
+{
+    for (size_t h = 0; h < 2; h++, p += 2 * VL, q += 8 * VL) {
+        if (narrow8_sub2(p, ld32(q), ld32(q + 4 * VL), 23 - t.m, c.add, c.lo, c.hi, sub_scale(t), nt)) continue;
+        V out[2];
+        narrow_slow2(out, q, sat, t);
+        st_narrow2(p, out[0], out[1], 8, nt);
+    }
+}
+#endif
+
 #ifdef MXP_SIMD_NARROW8_FAST_TINY
 /*
  * The tiny-aware float8 steps out of line: inlined into rne_run, their constants took the
@@ -562,6 +577,7 @@ static size_t narrow8_tiny_run(unsigned char *d, const unsigned char *s, size_t 
 #endif
 
 #if defined(MXP_SIMD_NARROW8_DEFER) && defined(MXP_SIMD_NARROW8_FAST_TINY) && defined(MXP_SIMD_NARROW8_SUB)
+#define MXP_SIMD_N8_DEFER_RUN 1 /* narrow8_defer_run below, for rne_run */
 /* The 4*VL elements at q (a step whose fast bytes were wrong) to p, by the tiny-aware step, or
  * per half by narrow8_sub2 or the general path (overflow, NaN). */
 MXP_SIMD_NOINLINE
@@ -569,13 +585,7 @@ static void narrow8_redo(unsigned char *p, const unsigned char *q, const sfmt t,
 {
     const int r = t.m == 3 ? narrow8_fast4t(p, q, 20, c.add, 1u << t.m, t.maxfin, 0)
                            : narrow8_fast4t(p, q, 21, c.add, 1u << t.m, t.maxfin, 0);
-    if (r != 0) return;
-    for (size_t h = 0; h < 2; h++, p += 2 * VL, q += 8 * VL) {
-        if (narrow8_sub2(p, ld32(q), ld32(q + 4 * VL), 23 - t.m, c.add, c.lo, c.hi, sub_scale(t), 0)) continue;
-        V out[2];
-        narrow_slow2(out, q, sat, t);
-        st_narrow2(p, out[0], out[1], 8, 0);
-    }
+    if (r == 0) narrow8_halves(p, q, t, c, sat, 0);
 }
 /*
  * float32 -> float8 nearest-even for calls that do not stream (in cache), every whole step of
@@ -587,9 +597,9 @@ static void narrow8_redo(unsigned char *p, const unsigned char *q, const sfmt t,
  * redone whole (narrow8_redo). When half a block or more needed fixing (ReLU data, small
  * values), the next steps go through the run of tiny-aware steps instead, for as long as every
  * step has such a lane. AMD Zen 5, f32 -> e4m3fn, 2^16 elements, three alternating runs,
- * ns/element, before / after: data over [-8, 8] 0.0448 / 0.0443 (a best-of harness: 0.046 /
- * 0.044), over [-0.5, 0.5] 0.080 / 0.070, ReLU data 0.058 / 0.055, over [-0.05, 0.05] 0.075 /
- * 0.074; e5m2 unchanged (0.037). Streaming calls keep rne_run's loop: there the fixes, whether
+ * ns/element, before / after: data over [-8, 8] 0.0448 / 0.0434 (a best-of harness: 0.045 /
+ * 0.044), over [-0.5, 0.5] 0.081 / 0.069, over [-0.05, 0.05] 0.078 / 0.076; ReLU data and
+ * e5m2 unchanged within the noise. Streaming calls keep rne_run's loop: there the fixes, whether
  * into the streamed lines (the step redone) or into a buffer in L1 streamed out after each
  * block, cost as much as the branch (2^26, six alternating runs: 0.110 -> 0.114 ns/element;
  * with the buffer e5m2 0.103 -> 0.110). bench/RESULTS.md, session 19.
@@ -650,7 +660,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
     const int pf = nt && MXP_SIMD_PREFETCH_ON && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16) &&
                    (MXP_SIMD_PREFETCH_BF16 || t.bias != 127);
 #endif
-#if defined(MXP_SIMD_NARROW8_DEFER) && defined(MXP_SIMD_NARROW8_FAST_TINY) && defined(MXP_SIMD_NARROW8_SUB)
+#ifdef MXP_SIMD_N8_DEFER_RUN
     if (t.bits == 8 && !nt) i = narrow8_defer_run(d, s, i, n, t, c, sat);
 #endif
     while (i + 2 * VL <= n) {
@@ -784,16 +794,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                     if (i != i0) continue;
                 }
 #endif
-                /* float8: subnormal results too (narrow8_sub2); overflow and NaN: general path */
-                const unsigned char *p = s + 4 * i;
-                for (int h = 0; h < 2; h++, p += 8 * VL) {
-                    if (narrow8_sub2(d + i + 2 * VL * (size_t)h, ld32(p), ld32(p + 4 * VL), 23 - t.m, c.add,
-                                     c.lo, c.hi, sub_scale(t), nt))
-                        continue;
-                    V out[2];
-                    narrow_slow2(out, p, sat, t);
-                    st_narrow2(d + i + 2 * VL * (size_t)h, out[0], out[1], 8, nt);
-                }
+                narrow8_halves(d + i, s + 4 * i, t, c, sat, nt);
                 i = tiny_run(d, s, i + 4 * VL, n, t, c, nt, 1);
                 continue;
             }
