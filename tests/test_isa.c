@@ -453,6 +453,80 @@ static void test_streaming(void **state)
     skip_if_none(checked);
 }
 
+/* Float32 data in float8's normal range (|x| in [2^-6, 8), both formats) with, at random
+ * places about once per 64 elements, a value below it: exact ties of the subnormal quanta
+ * ((2k + 1) * 2^-10 .. 2^-17: halfway cases for e4m3fn and e5m2), values just under 2^-6 and
+ * 2^-14 (which round up to the smallest normal), random ones down to 2^-30, +-0 and float32
+ * subnormals; and, about once per 4096, an overflow, an infinity or a NaN. The float8 loops
+ * take a step with a single small lane in place (its code computed on its own, in scalar code
+ * when streaming): each such step has both neighbours in the same call. */
+static void fill_lone_tiny(unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t sign = rnd32() & 0x80000000u;
+        uint32_t v = sign | (uint32_t)(127 - 6 + rnd32() % 9) << 23 | (rnd32() & 0x7FFFFFu);
+        const uint32_t roll = rnd32() % 4096;
+        if (roll < 64) {
+            switch (roll % 8) {
+            case 0: /* (8 + k) * 2^(e - 3), e = -7 .. -17: the ties of e4m3fn's quantum 2^-9
+                     * (e = -7 .. -10) and e5m2's 2^-16 (e = -15 .. -17) among them */
+                v = sign | (uint32_t)(127 - 7 - rnd32() % 11) << 23 | (rnd32() % 8) << 20;
+                break;
+            case 1: v = sign | (0x3C800000u - 1u - rnd32() % 4096u); break; /* just under 2^-6 */
+            case 2: v = sign | (0x38800000u - 1u - rnd32() % 4096u); break; /* just under 2^-14 */
+            case 3: v = sign; break;                                         /* +-0 */
+            case 4: v = sign | (rnd32() & 0x7FFFFFu); break;                 /* float32 subnormal */
+            default: v = sign | (uint32_t)(127 - 30 + rnd32() % 24) << 23 | (rnd32() & 0x7FFFFFu); break;
+            }
+        } else if (roll == 64) {
+            static const uint32_t big[] = {0x43E00000u, 0x47800000u, 0x7F800000u, 0x7FC00001u, 0x43E80000u};
+            v = sign | big[rnd32() % 5];
+        }
+        memcpy(p + 4 * i, &v, 4);
+    }
+}
+
+/* float32 -> float8 on fill_lone_tiny's data, both rounding modes, in cache and streaming,
+ * every SIMD table against the scalar one. */
+static void test_lone_tiny(void **state)
+{
+    (void)state;
+    const size_t big = test_nt_threshold() / 5 + 77;
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    unsigned char *src = malloc(4 * big), *want = malloc(big), *got = aligned_alloc(64, (big + 64 + 63) / 64 * 64);
+    assert_non_null(src);
+    assert_non_null(want);
+    assert_non_null(got);
+    fill_lone_tiny(src, big);
+    mxp__nt_threshold = test_nt_threshold();
+    int checked = 0;
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
+    static const int fmts[] = {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
+    for (int ti = 0; ti < ntabs; ti++)
+        for (size_t fi = 0; fi < 2; fi++)
+            for (int mode = 0; mode < MXP__NMODES; mode++) {
+                const int d = fmts[fi];
+                if (tabs[ti]->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
+                for (int size = 0; size < 2; size++)
+                    for (int sat = 0; sat <= 1; sat++) {
+                        const size_t n = size ? big : 4099, dof = sat ? 16 : 0;
+                        const mxp__cvt_args a = {sat, 5 + (uint64_t)sat, 0xFFFF0000ull * (uint64_t)size};
+                        char what[160];
+                        snprintf(what, sizeof what, "%s float32 -> %s %s sat=%d n=%zu dst+%zu (lone small values)",
+                                 tabs[ti]->name, dt_name(d), mode ? "SR" : "RNE", sat, n, dof);
+                        run_compare(tabs[ti], d, MXP_FLOAT32, mode, &a, src, n, want, got + dof, what);
+                        checked++;
+                    }
+            }
+    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    free(src);
+    free(want);
+    free(got);
+    skip_if_none(checked);
+}
+
 /* Short calls on the streaming path: with the threshold at 1 byte every call streams, so the
  * aligned head (up to 2*VL elements before the first streaming store) can exceed n. Every
  * accelerated float32 <-> narrow entry, n = 0 .. 80, the destination at every offset 0 .. 63
@@ -898,6 +972,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fenv),
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_streaming_short),
+        cmocka_unit_test(test_lone_tiny),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     if (tolerated)

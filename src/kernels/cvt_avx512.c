@@ -292,7 +292,7 @@ PRIM void n8w_store(void *p, V b0, V b1, int nt)
  * (words < 256) and the lanes outside the normal range, whose bytes are wrong */
 typedef struct n8w_out {
     V b0, b1;
-    __mmask32 bad;
+    __mmask32 bad0, bad1; /* the lanes of b0 (elements 0 .. 31) and of b1 (32 .. 63) */
 } n8w_out;
 PRIM n8w_out n8w_step(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
 {
@@ -305,7 +305,8 @@ PRIM n8w_out n8w_step(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, ui
 #endif
     const V t0 = n8w_tq(n8w_word(x, y, c.ihi, c.ilo), c.Dw, c.k), t1 = n8w_tq(n8w_word(z, w, c.ihi, c.ilo), c.Dw, c.k);
     n8w_out o;
-    o.bad = n8w_bad(t0, c.qm, c.mn, c.span) | n8w_bad(t1, c.qm, c.mn, c.span);
+    o.bad0 = n8w_bad(t0, c.qm, c.mn, c.span);
+    o.bad1 = n8w_bad(t1, c.qm, c.mn, c.span);
     o.b0 = n8w_byte(t0, c.Dw);
     o.b1 = n8w_byte(t1, c.Dw);
     return o;
@@ -314,10 +315,27 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
                         int nt)
 {
     const n8w_out o = n8w_step(x, y, z, w, D, add, minq, maxq);
-    if (o.bad != 0) return false;
+    if ((o.bad0 | o.bad1) != 0) return false;
     n8w_store(p, o.b0, o.b1, nt);
     return true;
 }
+/* narrow8_fast4 in three parts, for a caller that takes a lone lane below the normal range
+ * itself (MXP_SIMD_NARROW8_PATCH in cvt_simd_impl.h): the step's codes and its lanes outside
+ * the normal range (narrow8_bad: bit k for element k), the codes of the lanes in mask one
+ * replaced, and the store */
+#define MXP_SIMD_NARROW8_PATCH 1
+typedef n8w_out n8p;
+PRIM n8p narrow8_codes4(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
+{
+    return n8w_step(x, y, z, w, D, add, minq, maxq);
+}
+PRIM uint64_t narrow8_bad(const n8p *r) { return (uint64_t)r->bad1 << 32 | r->bad0; }
+PRIM void narrow8_patch(n8p *r, uint64_t one, uint32_t code)
+{
+    r->b0 = _mm512_mask_set1_epi16(r->b0, (__mmask32)one, (short)code);
+    r->b1 = _mm512_mask_set1_epi16(r->b1, (__mmask32)(one >> 32), (short)code);
+}
+PRIM void narrow8_store(void *p, const n8p *r, int nt) { n8w_store(p, r->b0, r->b1, nt); }
 
 /* narrow8_fast4 that always stores (not streaming): returns nonzero when a lane was outside the
  * normal range, whose bytes are then wrong and the caller fixes them (narrow8_fix4) or redoes
@@ -327,7 +345,7 @@ PRIM int narrow8_fast4d(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
 {
     const n8w_out o = n8w_step(x, y, z, w, D, add, minq, maxq);
     n8w_store(p, o.b0, o.b1, 0);
-    return o.bad != 0;
+    return (o.bad0 | o.bad1) != 0;
 }
 
 /* The lanes below the normal range of a step that narrow8_fast4d stored at p (the other lanes'
@@ -388,14 +406,25 @@ PRIM void sr8w_store(void *p, V b, int nt)
     if (nt) MXP__STREAM256((__m256i *)p, b8);
     else _mm256_storeu_si256((__m256i *)p, b8);
 }
-PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
+/* sr8_fast2's codes (word lanes) and its lanes outside [lo, hi) (*out, element order) */
+PRIM V sr8_codes2(V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, uint32_t *out)
 {
     const V ihi = n8w_ihi();
     const V aw = _mm512_and_si512(_mm512_permutex2var_epi16(u0, ihi, u1), _mm512_set1_epi16(0x7FFF));
-    if (sr8w_out(aw, lo, hi) != 0) return false;
-    sr8w_store(p, sr8w_byte(u0, u1, r0, r1, ihi, D, rebias), nt);
+    *out = sr8w_out(aw, lo, hi);
+    return sr8w_byte(u0, u1, r0, r1, ihi, D, rebias);
+}
+PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
+{
+    uint32_t out;
+    const V b = sr8_codes2(u0, u1, r0, r1, D, lo, hi, rebias, &out);
+    if (out != 0) return false;
+    sr8w_store(p, b, nt);
     return true;
 }
+/* sr8_codes2's codes with the lanes of mask one replaced by code (to be stored by sr8w_store) */
+#define MXP_SIMD_SR8_PATCH 1
+PRIM V sr8_patch(V b, uint32_t one, uint32_t code) { return _mm512_mask_set1_epi16(b, (__mmask32)one, (short)code); }
 
 /*
  * sr8_fast2 that also takes the lanes below the normal range: 0 = not stored (a lane overflows,

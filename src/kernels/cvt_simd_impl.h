@@ -509,6 +509,59 @@ static SIMD_INLINE size_t tiny_run(unsigned char *d, const unsigned char *s, siz
     return i;
 }
 
+#if defined(MXP_SIMD_SR8_PATCH) || defined(MXP_SIMD_NARROW8_PATCH)
+/* One float32 (bits xb) below a float8 target's normal range as mant / 2^sh in units of the
+ * subnormal quantum Q = 2^(1 - bias - m): a / Q = mant / 2^sh. a < 2^(1 - bias) gives
+ * sh >= 24 - m >= 21; a float32 subnormal (e = 0) has sh >= 140 - m. */
+static SIMD_INLINE uint32_t tiny8_mant(uint32_t xb)
+{
+    const uint32_t e = xb >> 23 & 0xFFu;
+    return (xb & 0x7FFFFFu) | (e != 0 ? 0x800000u : 0u);
+}
+static SIMD_INLINE uint32_t tiny8_sh(uint32_t xb, const sfmt t)
+{
+    const uint32_t e = xb >> 23 & 0xFFu;
+    return (uint32_t)(151 - t.bias - t.m) - (e != 0 ? e : 1u);
+}
+#endif
+#ifdef MXP_SIMD_NARROW8_PATCH
+/* The float8 code of one float32 (bits xb) below the target's normal range, nearest-even, in
+ * integer arithmetic (whatever MXCSR says): q = (mant + 2^(sh-1) - 1 + lsb) >> sh, sh clamped to
+ * 25 (mant < 2^24 rounds to 0 there as at any larger sh); q <= 2^m, the smallest normal's code. */
+static SIMD_INLINE uint32_t rne8_tiny_code(uint32_t xb, const sfmt t)
+{
+    const uint32_t mant = tiny8_mant(xb);
+    uint32_t sh = tiny8_sh(xb, t);
+    if (sh > 25) sh = 25;
+    return (mant + (1u << (sh - 1)) - 1u + (mant >> sh & 1u)) >> sh | (xb >> 31) << 7;
+}
+/*
+ * narrow8_fast4 that also takes a step whose only lane outside the normal range is below it
+ * (e4m3fn on data over [-8, 8]: 12% of steps; each used to leave the fast loop, a mispredicted
+ * branch, for an out-of-line tiny-aware step): that lane's code from rne8_tiny_code, in scalar
+ * code, replaces its byte. False with nothing stored when two or more lanes are outside the
+ * normal range or the one lane overflows or is NaN. Streaming calls only: in cache the
+ * deferred loop (narrow8_defer_run) is faster. AMD Zen 5, f32 -> e4m3fn at 2^26, one thread,
+ * five alternating runs: 0.114 -> 0.109 ns/element (saturating 0.1145 -> 0.108); e5m2 unchanged
+ * (bench/RESULTS.md, session 20).
+ */
+static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q, V x0, V x1, V x2, V x3, const sfmt t,
+                                       const fastc c, int nt)
+{
+    n8p r = narrow8_codes4(x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin);
+    const uint64_t bad = narrow8_bad(&r);
+    if (bad != 0) {
+        if ((bad & (bad - 1u)) != 0) return false;
+        uint32_t xb;
+        memcpy(&xb, q + 4 * (size_t)__builtin_ctzll(bad), 4);
+        if ((xb & 0x7FFFFFFFu) >= c.lo) return false;
+        narrow8_patch(&r, bad, rne8_tiny_code(xb, t));
+    }
+    narrow8_store(p, &r, nt);
+    return true;
+}
+#endif
+
 /* out-of-line helpers (the float8 runs below): kept out of the loops that call them */
 #if defined(__GNUC__) || defined(__clang__)
 #define MXP_SIMD_NOINLINE __attribute__((noinline))
@@ -725,7 +778,11 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
             }
 #ifdef MXP_SIMD_NARROW8_FAST
             if (t.bits == 8) {
+#ifdef MXP_SIMD_NARROW8_PATCH
+                if (!narrow8_fast4p(d + i, p, x0, x1, x2, x3, t, c, nt)) {
+#else
                 if (!narrow8_fast4(d + i, x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt)) {
+#endif
 #ifdef MXP_SIMD_NARROW8_FAST_TINY_LONE
                     /* a lone step with a subnormal or zero result (e4m3fn on data over
                      * [-8, 8]: 12% of steps) is taken here without leaving the loop; a second
@@ -834,6 +891,25 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
     return i;
 }
 
+#ifdef MXP_SIMD_SR8_PATCH
+/* The float8 code of one float32 (bits xb) below the target's normal range, rounded
+ * stochastically with its full random word r by kernels.h's rule, in integer arithmetic (so
+ * whatever MXCSR says): a / Q = mant / 2^sh with Q = 2^(1 - bias - m) the subnormal quantum, so
+ * (mant << 32) >> sh holds q = floor(a / Q) above F, the top 32 bits of the dropped part, and the
+ * lane rounds up iff F + r >= 2^32. a < 2^(1 - bias) gives sh >= 24 - m >= 21, so q <= 2^m (2^m
+ * is the smallest normal's code); a float32 subnormal (e = 0, sh >= 140 - m, clamped to 63) gets
+ * q = F = 0, as in the reference. */
+static SIMD_INLINE uint32_t sr8_tiny_code(uint32_t xb, const sfmt t, uint32_t r)
+{
+    const uint32_t mant = tiny8_mant(xb);
+    uint32_t sh = tiny8_sh(xb, t);
+    if (sh > 63) sh = 63;
+    const uint64_t w = ((uint64_t)mant << 32) >> sh; /* q << 32 | F */
+    const uint32_t up = (uint32_t)(((w & 0xFFFFFFFFu) + r) >> 32);
+    return ((uint32_t)(w >> 32) + up) | (xb >> 31) << 7;
+}
+#endif
+
 /* A stochastic step's inputs: the 2*VL float32 at q and their words (sr_words_hi) from the Weyl
  * states x and x + step, in this order: the first half's words, its load, its lines' prefetch
  * when pf (PF_LINES), then the second half's. The order was measured: with both loads and
@@ -921,6 +997,9 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
 {
     const size_t ob = (size_t)t.bits / 8;
     const srconst sc = sr_consts(t);
+#ifdef MXP_SIMD_SR8_PATCH
+    const size_t i_first = i; /* its index is lo */
+#endif
     V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
     V khi = v_set1((uint32_t)(key >> 32)), step = v_set1((uint32_t)VL * MXP__SR_W);
     V olim = v_set1(0x7FFFFFFFu - (sc.hi - sc.lo)), oadd = v_set1(0x7FFFFFFFu - sc.hi);
@@ -953,7 +1032,24 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
             }
 #ifdef MXP_SIMD_SR8_FAST
             else if (t.bits == 8) {
+#ifdef MXP_SIMD_SR8_PATCH
+                /* a lone lane below the normal range (e4m3fn on data over [-8, 8]: 6% of steps)
+                 * taken here in scalar code; two or more such lanes, or one that overflows or
+                 * is NaN, leave the loop */
+                uint32_t out;
+                V b = sr8_codes2(u0, u1, r0, r1, 23 - t.m, sc.lo, sc.hi, sc.rebias, &out);
+                if (out != 0) {
+                    if ((out & (out - 1u)) != 0) break;
+                    const unsigned j = (unsigned)__builtin_ctz(out);
+                    uint32_t xb;
+                    memcpy(&xb, s + 4 * (i + j), 4);
+                    if ((xb & 0x7FFFFFFFu) >= sc.lo) break;
+                    b = sr8_patch(b, out, sr8_tiny_code(xb, t, mxp__sr_bits_k(key, lo + (uint32_t)(i - i_first) + j)));
+                }
+                sr8w_store(d + i, b, nt);
+#else
                 if (!sr8_fast2(d + i, u0, u1, r0, r1, 23 - t.m, sc.lo, sc.hi, sc.rebias, nt)) break;
+#endif
             }
 #endif
             else {
