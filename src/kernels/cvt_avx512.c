@@ -319,21 +319,26 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
     n8w_store(p, o.b0, o.b1, nt);
     return true;
 }
-/* narrow8_fast4 in three parts, for a caller that takes a lone lane below the normal range
- * itself (MXP_SIMD_NARROW8_PATCH in cvt_simd_impl.h): the step's codes and its lanes outside
- * the normal range (narrow8_bad: bit k for element k), the codes of the lanes in mask one
- * replaced, and the store */
+/* narrow8_fast4 in parts, for a caller that takes a lone lane below the normal range itself
+ * (MXP_SIMD_NARROW8_PATCH in cvt_simd_impl.h): the step's codes and its lanes outside the
+ * normal range; whether there is one; the element (0 .. 63) of the only one, or -1; a code put
+ * in an element's byte; the store */
 #define MXP_SIMD_NARROW8_PATCH 1
 typedef n8w_out n8p;
 PRIM n8p narrow8_codes4(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
 {
     return n8w_step(x, y, z, w, D, add, minq, maxq);
 }
-PRIM uint64_t narrow8_bad(const n8p *r) { return (uint64_t)r->bad1 << 32 | r->bad0; }
-PRIM void narrow8_patch(n8p *r, uint64_t one, uint32_t code)
+PRIM bool narrow8_any(const n8p *r) { return (r->bad0 | r->bad1) != 0; }
+PRIM int narrow8_lone(const n8p *r)
 {
-    r->b0 = _mm512_mask_set1_epi16(r->b0, (__mmask32)one, (short)code);
-    r->b1 = _mm512_mask_set1_epi16(r->b1, (__mmask32)(one >> 32), (short)code);
+    const uint64_t bad = (uint64_t)r->bad1 << 32 | r->bad0;
+    return (bad & (bad - 1u)) != 0 ? -1 : __builtin_ctzll(bad);
+}
+PRIM void narrow8_patch(n8p *r, int e, uint32_t code)
+{
+    if (e < 32) r->b0 = _mm512_mask_set1_epi16(r->b0, (__mmask32)1u << e, (short)code);
+    else r->b1 = _mm512_mask_set1_epi16(r->b1, (__mmask32)1u << (e - 32), (short)code);
 }
 PRIM void narrow8_store(void *p, const n8p *r, int nt) { n8w_store(p, r->b0, r->b1, nt); }
 

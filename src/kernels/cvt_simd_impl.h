@@ -549,14 +549,16 @@ static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q,
                                        const fastc c, int nt)
 {
     n8p r = narrow8_codes4(x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin);
-    const uint64_t bad = narrow8_bad(&r);
-    if (bad != 0) {
-        if ((bad & (bad - 1u)) != 0) return false;
-        uint32_t xb;
-        memcpy(&xb, q + 4 * (size_t)__builtin_ctzll(bad), 4);
-        if ((xb & 0x7FFFFFFFu) >= c.lo) return false;
-        narrow8_patch(&r, bad, rne8_tiny_code(xb, t));
+    if (__builtin_expect(!narrow8_any(&r), 1)) {
+        narrow8_store(p, &r, nt);
+        return true;
     }
+    const int e = narrow8_lone(&r);
+    if (e < 0) return false;
+    uint32_t xb;
+    memcpy(&xb, q + 4 * (size_t)e, 4);
+    if ((xb & 0x7FFFFFFFu) >= c.lo) return false;
+    narrow8_patch(&r, e, rne8_tiny_code(xb, t));
     narrow8_store(p, &r, nt);
     return true;
 }
