@@ -85,6 +85,8 @@ PRIM M m_and(M a, M b) { return _mm256_and_si256(a, b); }
 /* lanes are all-ones or all-zeros: the sign bits tell (VMOVMSKPS, one instruction; with VPTEST
  * gcc rewrote the compares feeding it into min + equal, one instruction more per compare) */
 PRIM bool m_any(M m) { return _mm256_movemask_ps(_mm256_castsi256_ps(m)) != 0; }
+#define MXP_SIMD_M_BITS 1
+PRIM uint32_t m_bits(M m) { return (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(m)); } /* bit k: lane k */
 PRIM V v_keep(M m, V x) { return _mm256_and_si256(m, x); }
 
 #define MXP_SIMD_PIN(v) __asm__("" : "+x"(v))
