@@ -486,8 +486,10 @@ static void fill_lone_tiny(unsigned char *p, size_t n)
     }
 }
 
-/* float32 -> float8 on fill_lone_tiny's data, both rounding modes, in cache and streaming,
- * every SIMD table against the scalar one. */
+/* float32 -> float8 on fill_lone_tiny's data, both rounding modes, in cache (4099 elements, and
+ * 40000: longer than the 8 blocks of 32 steps that the in-cache loop defers at a time) and
+ * streaming, and on ReLU-like data (a run of tiny-aware steps whose mode carries over from one
+ * deferred stretch to the next) of 40000, every SIMD table against the scalar one. */
 static void test_lone_tiny(void **state)
 {
     (void)state;
@@ -497,7 +499,11 @@ static void test_lone_tiny(void **state)
     assert_non_null(src);
     assert_non_null(want);
     assert_non_null(got);
+    enum { MID = 40000 };
+    unsigned char *relu = malloc(4 * MID);
+    assert_non_null(relu);
     fill_lone_tiny(src, big);
+    fill_mix(relu, MID, 64, true);
     mxp__nt_threshold = test_nt_threshold();
     int checked = 0;
     const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
@@ -509,18 +515,22 @@ static void test_lone_tiny(void **state)
             for (int mode = 0; mode < MXP__NMODES; mode++) {
                 const int d = fmts[fi];
                 if (tabs[ti]->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
-                for (int size = 0; size < 2; size++)
+                for (int size = 0; size < 4; size++)
                     for (int sat = 0; sat <= 1; sat++) {
-                        const size_t n = size ? big : 4099, dof = sat ? 16 : 0;
-                        const mxp__cvt_args a = {sat, 5 + (uint64_t)sat, 0xFFFF0000ull * (uint64_t)size};
+                        static const size_t ns[] = {4099, MID, 0, MID};
+                        const size_t n = size == 2 ? big : ns[size], dof = sat ? 16 : 0;
+                        const mxp__cvt_args a = {sat, 5 + (uint64_t)sat, 0xFFFF0000ull * (uint64_t)(size & 1)};
                         char what[160];
-                        snprintf(what, sizeof what, "%s float32 -> %s %s sat=%d n=%zu dst+%zu (lone small values)",
-                                 tabs[ti]->name, dt_name(d), mode ? "SR" : "RNE", sat, n, dof);
-                        run_compare(tabs[ti], d, MXP_FLOAT32, mode, &a, src, n, want, got + dof, what);
+                        snprintf(what, sizeof what, "%s float32 -> %s %s sat=%d n=%zu dst+%zu (%s)", tabs[ti]->name,
+                                 dt_name(d), mode ? "SR" : "RNE", sat, n, dof,
+                                 size == 3 ? "ReLU-like" : "lone small values");
+                        run_compare(tabs[ti], d, MXP_FLOAT32, mode, &a, size == 3 ? relu : src, n, want, got + dof,
+                                    what);
                         checked++;
                     }
             }
     mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    free(relu);
     free(src);
     free(want);
     free(got);
