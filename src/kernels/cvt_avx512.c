@@ -311,15 +311,7 @@ PRIM n8w_out n8w_step(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, ui
     o.b1 = n8w_byte(t1, c.Dw);
     return o;
 }
-PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq,
-                        int nt)
-{
-    const n8w_out o = n8w_step(x, y, z, w, D, add, minq, maxq);
-    if ((o.bad0 | o.bad1) != 0) return false;
-    n8w_store(p, o.b0, o.b1, nt);
-    return true;
-}
-/* narrow8_fast4 in parts, for a caller that takes a lone lane below the normal range itself
+/* The fast step in parts (cvt_simd_impl.h's narrow8_fast4p; there is no narrow8_fast4 here), for a caller that takes a lone lane below the normal range itself
  * (MXP_SIMD_NARROW8_PATCH in cvt_simd_impl.h): the step's codes and its lanes outside the
  * normal range; whether there is one; the element (0 .. 63) of the only one, or -1; a code put
  * in an element's byte; the store */
@@ -411,21 +403,14 @@ PRIM void sr8w_store(void *p, V b, int nt)
     if (nt) MXP__STREAM256((__m256i *)p, b8);
     else _mm256_storeu_si256((__m256i *)p, b8);
 }
-/* sr8_fast2's codes (word lanes) and its lanes outside [lo, hi) (*out, element order) */
+/* The stochastic fast step (sr_run's MXP_SIMD_SR8_PATCH loop; there is no sr8_fast2 here): its
+ * codes (word lanes) and its lanes outside [lo, hi) (*out, element order) */
 PRIM V sr8_codes2(V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, uint32_t *out)
 {
     const V ihi = n8w_ihi();
     const V aw = _mm512_and_si512(_mm512_permutex2var_epi16(u0, ihi, u1), _mm512_set1_epi16(0x7FFF));
     *out = sr8w_out(aw, lo, hi);
     return sr8w_byte(u0, u1, r0, r1, ihi, D, rebias);
-}
-PRIM bool sr8_fast2(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
-{
-    uint32_t out;
-    const V b = sr8_codes2(u0, u1, r0, r1, D, lo, hi, rebias, &out);
-    if (out != 0) return false;
-    sr8w_store(p, b, nt);
-    return true;
 }
 /* sr8_codes2's codes with the lanes of mask one replaced by code (to be stored by sr8w_store) */
 #define MXP_SIMD_SR8_PATCH 1

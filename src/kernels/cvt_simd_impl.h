@@ -80,7 +80,13 @@
  *                             element order (the stochastic bfloat16 fast step stores its sums so)
  *   MXP_SIMD_NARROW8_FAST with narrow8_fast4(p, x, y, z, w, D, add, minq, maxq, nt): 4*VL
  *                             float32 -> float8 nearest-even at p when every result is normal
- *                             (see there), else false with nothing stored
+ *                             (see there), else false with nothing stored; or, with
+ *                             MXP_SIMD_NARROW8_PATCH, instead of narrow8_fast4, the step in parts
+ *                             for narrow8_fast4p below: n8p r = narrow8_codes4(x, y, z, w, D, add,
+ *                             minq, maxq) (the codes and the lanes outside the normal range),
+ *                             narrow8_any(&r), narrow8_lone(&r) (the element of the only such
+ *                             lane, or -1), narrow8_patch(&r, e, code) (element e's code
+ *                             replaced), narrow8_store(p, &r, nt)
  *   MXP_SIMD_NARROW8_FASTZ with narrow8_fast4z(p, x, y, z, w, D, add, minq, maxq, nt): as
  *                             narrow8_fast4, +-0 lanes accepted too; 0 = not stored, 1 = stored
  *                             with a zero lane, 2 = stored without one
@@ -103,7 +109,14 @@
  *   MXP_SIMD_SR8_FAST with sr8_fast2(p, u0, u1, r0, r1, D, lo, hi, rebias, nt): 2*VL float32
  *                             -> float8 stochastically rounded with the words r0, r1 (their top
  *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is
- *                             in [lo, hi) (sr_consts), else false with nothing stored
+ *                             in [lo, hi) (sr_consts), else false with nothing stored; or, with
+ *                             MXP_SIMD_SR8_PATCH, instead of sr8_fast2: b = sr8_codes2(u0, u1,
+ *                             r0, r1, D, lo, hi, rebias, &out) (the codes, and the lanes outside
+ *                             [lo, hi) as a bit mask), sr8_patch(b, one, code) (the lanes of mask
+ *                             one replaced by code) and sr8w_store(p, b, nt)
+ *   MXP_SIMD_M_BITS with m_bits(m): mask m as bits (bit k: lane k); sr_run then takes a step
+ *                             whose lone irregular lane is below the normal range after its
+ *                             fast loop stops (where MXP_SIMD_SR8_PATCH does not)
  *   MXP_SIMD_SR8_FASTZ with sr8_fast2z(same arguments): as sr8_fast2, lanes below the normal
  *                             range (+-0 and subnormal results) accepted too; 0 = not stored,
  *                             1 = stored with such a lane, 2 = without one; tried in a run
