@@ -553,10 +553,11 @@ static SIMD_INLINE uint32_t rne8_tiny_code(uint32_t xb, const sfmt t)
  * (e4m3fn on data over [-8, 8]: 12% of steps; each used to leave the fast loop, a mispredicted
  * branch, for an out-of-line tiny-aware step): that lane's code from rne8_tiny_code, in scalar
  * code, replaces its byte. False with nothing stored when two or more lanes are outside the
- * normal range or the one lane overflows or is NaN. Streaming calls only: in cache the
- * deferred loop (narrow8_defer_run) is faster. AMD Zen 5, f32 -> e4m3fn at 2^26, one thread,
- * five alternating runs: 0.114 -> 0.109 ns/element (saturating 0.1145 -> 0.108); e5m2 unchanged
- * (bench/RESULTS.md, session 20).
+ * normal range or the one lane overflows or is NaN. rne_run's fast loop on AVX-512, streaming
+ * or in cache (there e5m2 keeps the deferred loop, narrow8_defer_run). AMD Zen 5, one thread,
+ * f32 -> e4m3fn, alternating runs: at 2^26 0.112 -> 0.109 ns/element, in cache 0.045 -> 0.041;
+ * e5m2 unchanged (bench/RESULTS.md, session 20). AVX2 has no such step: added to its loop, or
+ * after it, the code slowed e5m2 in cache by 4-8% (gcc's register allocation).
  */
 static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q, V x0, V x1, V x2, V x3, const sfmt t,
                                        const fastc c, int nt)
@@ -735,12 +736,10 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
                    (MXP_SIMD_PREFETCH_BF16 || t.bias != 127);
 #endif
 #ifdef MXP_SIMD_N8_DEFER_RUN
-#ifdef MXP_SIMD_N8_DEFER_RUN
     int drun = 0; /* narrow8_defer_run's mode, kept from one of its calls to the next */
     /* e5m2 in cache: the deferred loop for the whole call (its normal range reaches down to
      * 2^-14, so lone small lanes are rare, and the fast loop's branch cost 1-3%) */
     if (t.bits == 8 && t.m == 2 && !nt) i = narrow8_defer_run(d, s, i, n, t, c, sat, &drun);
-#endif
 #endif
     while (i + 2 * VL <= n) {
         /* Fast steps until one needs another path. Those paths sit outside this inner loop, so
