@@ -674,8 +674,8 @@ static void narrow8_redo(unsigned char *p, const unsigned char *q, const sfmt t,
  * with the buffer e5m2 0.103 -> 0.110). bench/RESULTS.md, session 19.
  * Since session 20 rne_run's fast loop takes a step with a lone small lane itself
  * (narrow8_fast4p), in cache too, and calls this loop only where it stops (two or more such
- * lanes in a step, or an overflow), for at most n - i elements, and *runp keeps the mode (run
- * of tiny-aware steps or not) from one call to the next: data over [-8, 8] 0.044 -> 0.041
+ * lanes in a step, or an overflow) with n at most 8 blocks of 32 steps on, and *runp keeps the
+ * mode (run of tiny-aware steps or not) from one call to the next: data over [-8, 8] 0.044 -> 0.041
  * ns/element, over [-0.5, 0.5] and [-0.05, 0.05] 1-2% slower, ReLU data unchanged.
  */
 static SIMD_INLINE size_t narrow8_defer_run(unsigned char *d, const unsigned char *s, size_t i, size_t n,
@@ -942,6 +942,20 @@ static SIMD_INLINE uint32_t sr8_tiny_code(uint32_t xb, const sfmt t, uint32_t r)
     const uint32_t up = (uint32_t)(((w & 0xFFFFFFFFu) + r) >> 32);
     return ((uint32_t)(w >> 32) + up) | (xb >> 31) << 7;
 }
+/* For a stochastic float8 step of 2*VL float32 at q whose lanes outside [lo, hi) are the bits of
+ * out (nonzero): the lane j when it is the only one and below the normal range (lo), with its
+ * code in *code (index0: the low 32 bits of the index of q's first element); else -1. */
+static SIMD_INLINE int sr8_lone_code(uint32_t out, const unsigned char *q, const sfmt t, uint32_t lo, uint64_t key,
+                                     uint32_t index0, uint32_t *code)
+{
+    if ((out & (out - 1u)) != 0) return -1;
+    const unsigned j = (unsigned)__builtin_ctz(out);
+    uint32_t xb;
+    memcpy(&xb, q + 4 * j, 4);
+    if ((xb & 0x7FFFFFFFu) >= lo) return -1;
+    *code = sr8_tiny_code(xb, t, mxp__sr_bits_k(key, index0 + j));
+    return (int)j;
+}
 #endif
 
 /* A stochastic step's inputs: the 2*VL float32 at q and their words (sr_words_hi) from the Weyl
@@ -1070,15 +1084,11 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
                 /* a lone lane below the normal range (e4m3fn on data over [-8, 8]: 6% of steps)
                  * taken here in scalar code; two or more such lanes, or one that overflows or
                  * is NaN, leave the loop */
-                uint32_t out;
+                uint32_t out, code;
                 V b = sr8_codes2(u0, u1, r0, r1, 23 - t.m, sc.lo, sc.hi, sc.rebias, &out);
                 if (out != 0) {
-                    if ((out & (out - 1u)) != 0) break;
-                    const unsigned j = (unsigned)__builtin_ctz(out);
-                    uint32_t xb;
-                    memcpy(&xb, s + 4 * (i + j), 4);
-                    if ((xb & 0x7FFFFFFFu) >= sc.lo) break;
-                    b = sr8_patch(b, out, sr8_tiny_code(xb, t, mxp__sr_bits_k(key, lo + (uint32_t)(i - i_first) + j)));
+                    if (sr8_lone_code(out, s + 4 * i, t, sc.lo, key, lo + (uint32_t)(i - i_first), &code) < 0) break;
+                    b = sr8_patch(b, out, code);
                 }
                 sr8w_store(d + i, b, nt);
 #else
@@ -1113,11 +1123,10 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
              * that loop, where its code cost AVX2 registers */
             const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
             const uint32_t out = m_bits(sr_out(u0, sc)) | m_bits(sr_out(u1, sc)) << VL;
-            uint32_t xb = 0x7FFFFFFFu;
-            if (out != 0 && (out & (out - 1u)) == 0) memcpy(&xb, s + 4 * (i + (size_t)__builtin_ctz(out)), 4);
-            if ((xb & 0x7FFFFFFFu) < sc.lo) {
-                const unsigned j = (unsigned)__builtin_ctz(out);
-                const V at = v_set1(j), code = v_set1(sr8_tiny_code(xb, t, mxp__sr_bits_k(key, lo + (uint32_t)(i - i_first) + j)));
+            uint32_t c8;
+            const int j = out != 0 ? sr8_lone_code(out, s + 4 * i, t, sc.lo, key, lo + (uint32_t)(i - i_first), &c8) : -1;
+            if (j >= 0) {
+                const V at = v_set1((uint32_t)j), code = v_set1(c8);
                 const V w0 = sr_words_hi(il, khi, m1, m2), w1 = sr_words_hi(v_add(il, step), khi, m1, m2);
                 st_narrow2(d + i, v_sel(m_eq(v_iota(), at), code, sr_fast(u0, w0, t, sc, 0)),
                            v_sel(m_eq(v_add(v_iota(), v_set1((uint32_t)VL)), at), code, sr_fast(u1, w1, t, sc, 0)), 8, nt);
