@@ -689,8 +689,12 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  *   ns/element, three alternating runs each): a prefetch 2048 bytes ahead made the streaming
  *   float32 -> float8 passes 10-20% slower (f32->e5m2 sat 0.188-0.189 with it, 0.154-0.163
  *   without; f32->e4m3fn sat 0.193-0.198 / 0.167-0.176), left the stochastic ones unchanged and,
- *   in a bare loop of loads and 64-byte streaming stores, cost 10-15% too. So off there (6144
- *   bytes is unmeasured on Zen 4), and on the unmeasured Intel parts.
+ *   in a bare loop of loads and 64-byte streaming stores, cost 10-15% too. 6144 bytes ahead
+ *   (session 21, commit 4817550, four alternating runs with it forced on / off, avx512-own, 2^26,
+ *   ns/element, medians) is no better: f32->e4m3fn 0.162 / 0.152, sat 0.164 / 0.156, f32->e5m2
+ *   0.157 / 0.141, sat 0.156 / 0.141, stochastic e4m3fn 0.196 / 0.194, e5m2 0.174 / 0.168,
+ *   float16 0.188 / 0.189, bfloat16 0.146 / 0.161 (its ranges overlap: 0.144-0.177 / 0.154-0.167).
+ *   So off there, and on the unmeasured Intel parts.
  * - AMD EPYC Zen 5: 2048 bytes ahead was slower too (bench/RESULTS.md session 11), but 6144
  *   is faster: three alternating runs of one build with the prefetch on / off, ratio to the
  *   limit (median): f32->e4m3fn 0.78 -> 0.87, sat 0.78 -> 0.87, f32->e5m2 0.84 -> 0.93, sat 0.77

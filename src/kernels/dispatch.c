@@ -231,6 +231,16 @@ static void build(mxp__isa_id isa)
  * narrowings now prefetch their source 6144 bytes ahead (mxp__avx512_prefetch, cvt_avx512.c):
  * float8 encodes at 2^26 0.75-0.81x -> 0.86-0.94x of the limit. The avx2 kernels were already
  * slower there, so no choice changed.)
+ * (2026-11-26, session 21, Zen 4 again (family 19h model 11h), commit 4817550, after sessions
+ * 11-20's float8 work on Zen 5 (16-bit-lane fast steps, the lone-small-lane step): medians of
+ * five alternating `bench_convert --quick --csv` runs, avx2 / avx512-own, 2^16 then 2^26:
+ * f32->e4m3fn 0.1140 / 0.0784, 0.187 / 0.155; sat 0.1149 / 0.0784, 0.188 / 0.155; f32->e5m2
+ * 0.0912 / 0.0755, 0.160 / 0.140; sat 0.0912 / 0.0749, 0.160 / 0.143: the float8 encodes now
+ * win in cache on Zen 4 too (by 18-31%) and take the avx512 kernel in both regimes there.
+ * f32->f16 in cache, five alternating `--only` runs: avx2 0.0520-0.0521, avx512 0.0536 (every
+ * run): the avx2 kernel below the threshold now, as on Zen 5; at 2^26 0.154-0.173 / 0.157-0.167,
+ * the avx512 one stays. The other 16-bit rows keep their choices: f32->bf16 0.068 / 0.052 in
+ * cache, bf16->f32 0.062 / 0.057, f16->f32 0.0529 / 0.0536, and ties at 2^26.)
  * On Zen 5 the 512-bit units make the float8 steps about 1.6x faster in cache; the float8
  * encodes now win in both regimes. Zen 4 executes a 512-bit operation as two 256-bit halves
  * (AMD family 19h), so the two CPUs get different choices: picks[] holds one set per kind,
@@ -240,9 +250,8 @@ static void build(mxp__isa_id isa)
  * mxp__nt_threshold bytes read + written, where the 2^16 column applies; "large": at or above
  * it, the 2^26 column), the avx512 kernel where its time was lower by more than the noise
  * (about 3%: f64->f32 runs the same code in both columns), else the avx2 kernel ("a / b" above:
- * a below the threshold, b above). The float8 encodes lose in cache on Zen 4 (presumably their
- * AVX-512 steps, which store through VPMOVDB where the AVX2 ones use pack instructions; not
- * profiled) and win when memory-bound. f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties
+ * a below the threshold, b above). The float8 encodes lost in cache on Zen 4 until session 21
+ * (their AVX-512 steps were 32-bit-lane ones then) and win in both regimes now. f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties
  * (memory-bound at the limit either way) and keep the avx2 kernel (bf16->f32, a tie on both CPUs
  * at 2^26, keeps the avx512 kernel it always had). Intel AVX-512 parts have not been measured.
  * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
@@ -262,11 +271,11 @@ typedef struct avx512_pick {
 static const avx512_pick picks[] = {
     /* d <- s                                 Zen 4               full width */
     {MXP_FLOAT32, MXP_FLOAT16, MXP__RNE, {{{0, 0}, {0, 0}}, {{0, 0}, {0, 0}}}},        /* f16->f32 */
-    {MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__RNE, {{{0, 1}, {0, 1}}, {{1, 1}, {1, 1}}}},  /* f32->e4m3fn */
-    {MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__RNE, {{{0, 1}, {0, 1}}, {{1, 1}, {1, 1}}}},    /* f32->e5m2 */
+    {MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 1}, {1, 1}}}},  /* f32->e4m3fn */
+    {MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 1}, {1, 1}}}},    /* f32->e5m2 */
     {MXP_FLOAT32, MXP_FLOAT8_E4M3FN, MXP__RNE, {{{1, 0}, {1, 0}}, {{1, 0}, {1, 0}}}},  /* e4m3fn->f32 */
     {MXP_FLOAT32, MXP_FLOAT8_E5M2, MXP__RNE, {{{0, 0}, {0, 0}}, {{1, 0}, {1, 0}}}},    /* e5m2->f32 */
-    {MXP_FLOAT16, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{0, 1}, {0, 1}}}},        /* f32->f16 */
+    {MXP_FLOAT16, MXP_FLOAT32, MXP__RNE, {{{0, 1}, {0, 1}}, {{0, 1}, {0, 1}}}},        /* f32->f16 */
     {MXP_BFLOAT16, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 1}, {1, 1}}}},       /* f32->bf16 */
 };
 enum { NPICKS = sizeof picks / sizeof picks[0] };
