@@ -195,8 +195,9 @@ PRIM void n8_store4(void *p, V b0, V b1, V b2, V b3, int nt)
  * order.
  * AMD Zen 5, f32 -> e4m3fn in cache: 0.058 ns/element with the dword step (n8_tq, n8_bad,
  * n8_byte, which the zero-aware and tiny-aware steps below still use), 0.046-0.049 with this
- * one; e5m2 0.050 -> 0.037 (bench/RESULTS.md, session 12). Not yet timed on Zen 4; its
- * dispatch choices (dispatch.c) predate this step.
+ * one; e5m2 0.050 -> 0.037 (bench/RESULTS.md, session 12). AMD Zen 4 (session 21, with the
+ * later steps): e4m3fn 0.078, e5m2 0.075 in cache, against the AVX2 kernel's 0.114 and 0.091,
+ * so Zen 4's dispatch choices (dispatch.c) take this kernel in cache too now.
  */
 PRIM V n8w_word(V x, V y, V ihi, V ilo)
 {
