@@ -216,7 +216,8 @@ static void build(mxp__isa_id isa)
  * narrow8_fast4 and sr8_fast2, same CPU, 2026-11-25 evening, three runs each, avx2 / avx512:
  * f32->e4m3fn 2^16 0.090 / 0.046-0.049, 2^26 0.139 / 0.117-0.125; f32->e5m2 2^16 0.078-0.079 /
  * 0.037, 2^26 0.125-0.128 / 0.116-0.121 (sat 0.128-0.129 / 0.109-0.115): e5m2 now takes the
- * avx512 kernel out of cache too. Zen 4's set below was measured before that change.)
+ * avx512 kernel out of cache too. Zen 4's set was measured before that change,
+ * and again in session 21, below.)
  * (Re-measured 2026-11-25 late, commit 6f6433d, on source data without the 4096-value period
  * the benchmark used to have (bench/RESULTS.md session 13), medians of three runs, avx2 / avx512,
  * 2^16 then 2^26: f32->f16 0.0272 / 0.0269, 0.114 / 0.112; f32->bf16 0.052 / 0.025, 0.125 /
@@ -236,7 +237,8 @@ static void build(mxp__isa_id isa)
  * five alternating `bench_convert --quick --csv` runs, avx2 / avx512-own, 2^16 then 2^26:
  * f32->e4m3fn 0.1140 / 0.0784, 0.187 / 0.155; sat 0.1149 / 0.0784, 0.188 / 0.155; f32->e5m2
  * 0.0912 / 0.0755, 0.160 / 0.140; sat 0.0912 / 0.0749, 0.160 / 0.143: the float8 encodes now
- * win in cache on Zen 4 too (by 18-31%) and take the avx512 kernel in both regimes there.
+ * win in cache on Zen 4 too (by 18-31%; on ReLU and [-0.05, 0.05] data by 35-45%, bench/
+ * RESULTS.md session 21) and take the avx512 kernel in both regimes there.
  * f32->f16 in cache, five alternating `--only` runs: avx2 0.0520-0.0521, avx512 0.0536 (every
  * run): the avx2 kernel below the threshold now, as on Zen 5; at 2^26 0.154-0.173 / 0.157-0.167,
  * the avx512 one stays. The other 16-bit rows keep their choices: f32->bf16 0.068 / 0.052 in
