@@ -312,8 +312,9 @@ PRIM n8w_out n8w_step(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, ui
     o.b1 = n8w_byte(t1, c.Dw);
     return o;
 }
-/* The fast step in parts (cvt_simd_impl.h's narrow8_fast4p; there is no narrow8_fast4 here), for a caller that takes a lone lane below the normal range itself
- * (MXP_SIMD_NARROW8_PATCH in cvt_simd_impl.h): the step's codes and its lanes outside the
+/* The fast step in parts (cvt_simd_impl.h's narrow8_fast4p; there is no narrow8_fast4 here),
+ * for a caller that takes a lone lane below the normal range itself (MXP_SIMD_NARROW8_PATCH in
+ * cvt_simd_impl.h): the step's codes and its lanes outside the
  * normal range; whether there is one; the element (0 .. 63) of the only one, or -1; a code put
  * in an element's byte; the store */
 #define MXP_SIMD_NARROW8_PATCH 1

@@ -986,7 +986,8 @@ static SIMD_INLINE sr_in sr_load(const unsigned char *q, V x, V step, V khi, V m
 }
 
 #ifdef MXP_SIMD_SR8_FASTZ
-/* A run of sr8_fast2z steps from element i (il: the Weyl states of its indices) while each has a lane below the normal range, at most 32; returns where it stopped.
+/* A run of sr8_fast2z steps from element i (il: the Weyl states of its indices) while each has
+ * a lane below the normal range, at most 32; returns where it stopped.
  * Out of line, one copy per float8 format: inlined into sr_run, its constants and those of
  * sr8_fast2z's subnormal lanes took the registers of the loops around it, which gcc then
  * rebuilt in every step (AMD Zen 5, f32 -> e5m2 stochastic on ReLU data in cache: 0.092 ->
@@ -1123,13 +1124,15 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
              * that loop, where its code cost AVX2 registers */
             const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
             const uint32_t out = m_bits(sr_out(u0, sc)) | m_bits(sr_out(u1, sc)) << VL;
+            const uint32_t index0 = lo + (uint32_t)(i - i_first);
             uint32_t c8;
-            const int j = out != 0 ? sr8_lone_code(out, s + 4 * i, t, sc.lo, key, lo + (uint32_t)(i - i_first), &c8) : -1;
+            const int j = out != 0 ? sr8_lone_code(out, s + 4 * i, t, sc.lo, key, index0, &c8) : -1;
             if (j >= 0) {
                 const V at = v_set1((uint32_t)j), code = v_set1(c8);
                 const V w0 = sr_words_hi(il, khi, m1, m2), w1 = sr_words_hi(v_add(il, step), khi, m1, m2);
+                const V at1 = v_add(v_iota(), v_set1((uint32_t)VL));
                 st_narrow2(d + i, v_sel(m_eq(v_iota(), at), code, sr_fast(u0, w0, t, sc, 0)),
-                           v_sel(m_eq(v_add(v_iota(), v_set1((uint32_t)VL)), at), code, sr_fast(u1, w1, t, sc, 0)), 8, nt);
+                           v_sel(m_eq(at1, at), code, sr_fast(u1, w1, t, sc, 0)), 8, nt);
                 il = v_add(il, v_add(step, step));
                 i += 2 * VL;
                 continue;

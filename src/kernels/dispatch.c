@@ -13,8 +13,9 @@
  * and float16 -> bfloat16 nearest-even entries are VCVTNEPS2BF16 kernels
  * (mxp__cvt_register_avx512_bf16).
  * The int8 matmul's avx512 kernels use VPDPBUSD where cpuid reports AVX512_VNNI (x86_detect),
- * AVX-512BW VPMADDWD otherwise (qmatmul_avx512.c). No kernel uses AVX512_FP16. A BF16/FP16 kernel is registered only when x86_detect says the
- * CPU has the extension, never required for the path.
+ * AVX-512BW VPMADDWD otherwise (qmatmul_avx512.c). No kernel uses AVX512_FP16. A BF16/FP16
+ * kernel is registered only when x86_detect says the CPU has the extension, never required for
+ * the path.
  * AArch64: Advanced SIMD is baseline, so neon is always available there.
  *
  * The default is the best available path: avx512, avx2, scalar on x86-64 (the avx512 table
@@ -252,9 +253,9 @@ static void build(mxp__isa_id isa)
  * mxp__nt_threshold bytes read + written, where the 2^16 column applies; "large": at or above
  * it, the 2^26 column), the avx512 kernel where its time was lower by more than the noise
  * (about 3%: f64->f32 runs the same code in both columns), else the avx2 kernel ("a / b" above:
- * a below the threshold, b above). The float8 encodes lost in cache on Zen 4 until session 21
- * (their AVX-512 steps were 32-bit-lane ones then) and win in both regimes now. f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties
- * (memory-bound at the limit either way) and keep the avx2 kernel (bf16->f32, a tie on both CPUs
+ * a below the threshold, b above). The float8 encodes lost in cache on Zen 4 when it was
+ * measured in sessions 9 and 10 (before their 16-bit-lane steps) and win in both regimes now.
+ * f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties (memory-bound at the limit either way) and keep the avx2 kernel (bf16->f32, a tie on both CPUs
  * at 2^26, keeps the avx512 kernel it always had). Intel AVX-512 parts have not been measured.
  * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
  * table) and edit the rows below. The composed pairs (cvt_compose.c:
@@ -271,7 +272,9 @@ typedef struct avx512_pick {
     unsigned char avx512[2][2][2];
 } avx512_pick;
 static const avx512_pick picks[] = {
-    /* d <- s                                 Zen 4               full width */
+    /* A row that is all 1 (the float8 encodes since session 21) installs the avx512 kernel
+     * directly (apply_picks); it stays listed so that a re-measurement edits a row.
+     * d <- s                                 Zen 4               full width */
     {MXP_FLOAT32, MXP_FLOAT16, MXP__RNE, {{{0, 0}, {0, 0}}, {{0, 0}, {0, 0}}}},        /* f16->f32 */
     {MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 1}, {1, 1}}}},  /* f32->e4m3fn */
     {MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 1}, {1, 1}}}},    /* f32->e5m2 */
