@@ -310,32 +310,64 @@ typedef struct n8w_out {
     __mmask32 bad0, bad1; /* the lanes of b0 (elements 0 .. 31) and of b1 (32 .. 63) */
     uint32_t mn;          /* minq: the bytes are code - minq */
 } n8w_out;
-PRIM V n8w_tqm(V x, V y, V ihi, V ilo, V kb, V k, V one, int Dw)
+/* n8w_step's constants (pinned: gcc rebuilt some in every step) */
+typedef struct n8m_c {
+    V ilo, ihi, one, kb, k, qm, span;
+    int Dw;
+    uint32_t mn;
+} n8m_c;
+PRIM n8m_c n8m_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
 {
-    const V h = _mm512_permutex2var_epi16(x, ihi, y), l = _mm512_permutex2var_epi16(x, ilo, y);
-    const V s = _mm512_min_epu16(_mm512_ternarylogic_epi32(l, h, kb, 0xF8), one); /* l | (h & kb) */
-    return srli16_dw(_mm512_add_epi16(_mm512_or_si512(h, s), k), Dw);
+    n8m_c c;
+    c.Dw = D - 16;
+    c.mn = minq;
+    c.ilo = n8w_ilo();
+    c.ihi = n8w_ihi();
+    c.one = _mm512_set1_epi16(1);
+    c.kb = _mm512_set1_epi16((short)(1 << c.Dw));
+    c.k = _mm512_set1_epi16((short)((add >> 16) - (minq << c.Dw))); /* add >> 16 = n8w_consts' k */
+    c.qm = _mm512_set1_epi16((short)((1u << (15 - c.Dw)) - 1u));
+    c.span = _mm512_set1_epi16((short)(maxq - minq));
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(c.one); /* as in n8w_word */
+    MXP_SIMD_PIN(c.kb);
+    MXP_SIMD_PIN(c.k);
+    MXP_SIMD_PIN(c.qm);
+    MXP_SIMD_PIN(c.span);
+#endif
+    return c;
+}
+/* the high words of x and y (elements in order) with the sticky bit: h | ((l | (h & kb)) != 0) */
+PRIM V n8m_word(V x, V y, const n8m_c *c)
+{
+    const V h = _mm512_permutex2var_epi16(x, c->ihi, y), l = _mm512_permutex2var_epi16(x, c->ilo, y);
+    return _mm512_or_si512(h, _mm512_min_epu16(_mm512_ternarylogic_epi32(l, h, c->kb, 0xF8), c->one));
+}
+PRIM V n8m_tq(V w, const n8m_c *c) { return srli16_dw(_mm512_add_epi16(w, c->k), c->Dw); }
+PRIM __mmask32 n8m_bad(V tq, const n8m_c *c)
+{
+    return _mm512_cmpgt_epu16_mask(_mm512_and_si512(tq, c->qm), c->span);
+}
+/* n8w_zbyte for n8m bytes: the sign byte minus minq, (w >> 8 & 0x80) ^ (-minq & 0xFF) (bit 7 of
+ * -minq is set, so subtracting minq from 0x80 only clears it) */
+PRIM V n8m_zbyte(V b, __mmask32 z, V w, const n8m_c *c)
+{
+    V m = _mm512_set1_epi16(0x80);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(m);
+#endif
+    const V sm = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w, 8), m, _mm512_set1_epi16((short)(-c->mn & 0xFFu)), 0x6A);
+    return _mm512_mask_mov_epi16(b, z, sm);
 }
 PRIM n8w_out n8w_step(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
 {
-    const int Dw = D - 16;
-    V ilo = n8w_ilo(), ihi = n8w_ihi(), one = _mm512_set1_epi16(1), kb = _mm512_set1_epi16((short)(1 << Dw));
-    /* add >> 16 = 2^(Dw-1) - 1 - rebias_w (n8w_consts' k) */
-    V k = _mm512_set1_epi16((short)((add >> 16) - (minq << Dw)));
-    V qm = _mm512_set1_epi16((short)((1u << (15 - Dw)) - 1u)), span = _mm512_set1_epi16((short)(maxq - minq));
-#ifdef MXP_SIMD_PIN
-    MXP_SIMD_PIN(one); /* as in n8w_word */
-    MXP_SIMD_PIN(kb);
-    MXP_SIMD_PIN(k);
-    MXP_SIMD_PIN(qm);
-    MXP_SIMD_PIN(span);
-#endif
-    const V t0 = n8w_tqm(x, y, ihi, ilo, kb, k, one, Dw), t1 = n8w_tqm(z, w, ihi, ilo, kb, k, one, Dw);
+    const n8m_c c = n8m_consts(D, add, minq, maxq);
+    const V t0 = n8m_tq(n8m_word(x, y, &c), &c), t1 = n8m_tq(n8m_word(z, w, &c), &c);
     n8w_out o;
-    o.bad0 = _mm512_cmpgt_epu16_mask(_mm512_and_si512(t0, qm), span);
-    o.bad1 = _mm512_cmpgt_epu16_mask(_mm512_and_si512(t1, qm), span);
-    o.b0 = n8w_byte(t0, Dw);
-    o.b1 = n8w_byte(t1, Dw);
+    o.bad0 = n8m_bad(t0, &c);
+    o.bad1 = n8m_bad(t1, &c);
+    o.b0 = n8w_byte(t0, c.Dw);
+    o.b1 = n8w_byte(t1, c.Dw);
     o.mn = minq;
     return o;
 }
@@ -550,17 +582,20 @@ PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, ui
                         int nt)
 {
     const V x = ld32(s), y = ld32(s + 4 * VL), z = ld32(s + 8 * VL), w = ld32(s + 12 * VL);
-    const n8w_c c = n8w_consts(D, add, minq, maxq);
+    const n8m_c c = n8m_consts(D, add, minq, maxq);
     const int m = 23 - D, bias = m == 3 ? 7 : 15; /* e4m3fn or e5m2 */
-    const V w0 = n8w_word(x, y, c.ihi, c.ilo), w1 = n8w_word(z, w, c.ihi, c.ilo);
-    const V t0 = n8w_tq(w0, c.Dw, c.k), t1 = n8w_tq(w1, c.Dw, c.k);
-    const __mmask32 b0 = n8w_bad(t0, c.qm, c.mn, c.span), b1 = n8w_bad(t1, c.qm, c.mn, c.span);
+    const V w0 = n8m_word(x, y, &c), w1 = n8m_word(z, w, &c);
+    const V t0 = n8m_tq(w0, &c), t1 = n8m_tq(w1, &c);
+    const __mmask32 b0 = n8m_bad(t0, &c), b1 = n8m_bad(t1, &c);
     const V mag = _mm512_set1_epi16(0x7FFF);
+    /* w's bit 0 may hold the kept lsb, but only when the magnitude is nonzero: +-0 is w & mag == 0 */
     const __mmask32 o0 = _mm512_testn_epi16_mask(w0, mag), o1 = _mm512_testn_epi16_mask(w1, mag);
     if (((b0 & (__mmask32)~o0) | (b1 & (__mmask32)~o1)) == 0) {
-        n8w_store(p, n8w_zbyte(n8w_byte(t0, c.Dw), o0, w0), n8w_zbyte(n8w_byte(t1, c.Dw), o1, w1), nt);
+        n8w_store_mn(p, n8m_zbyte(n8w_byte(t0, c.Dw), o0, w0, &c), n8m_zbyte(n8w_byte(t1, c.Dw), o1, w1, &c), c.mn,
+                     nt);
         return (o0 | o1) != 0 ? 1 : 2;
     }
+    /* lo is even: a | 1 < lo iff a < lo, so w's extra bit 0 does not move a lane across it */
     const V lo = _mm512_set1_epi16((short)((128 - bias) << 7));
     const __mmask32 z0 = _mm512_cmpgt_epu16_mask(lo, _mm512_and_si512(w0, mag));
     const __mmask32 z1 = _mm512_cmpgt_epu16_mask(lo, _mm512_and_si512(w1, mag));
@@ -572,10 +607,12 @@ PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, ui
     for (int j = 0; j < 4; j++)
         sv[j] = _mm512_castps_si512(_mm512_add_round_ps(_mm512_castsi512_ps(v_and(xs[j], ab)), magic,
                                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const V q0 = _mm512_or_si512(_mm512_permutex2var_epi16(sv[0], c.ilo, sv[1]), n8w_sign(w0));
-    const V q1 = _mm512_or_si512(_mm512_permutex2var_epi16(sv[2], c.ilo, sv[3]), n8w_sign(w1));
-    n8w_store(p, _mm512_mask_mov_epi16(n8w_byte(t0, c.Dw), z0, q0), _mm512_mask_mov_epi16(n8w_byte(t1, c.Dw), z1, q1),
-              nt);
+    /* the codes minus minq, bytewise (mod 256) as n8w_store_mn expects; the high bytes stay 0 */
+    const V mnw = _mm512_set1_epi16((short)c.mn);
+    const V q0 = _mm512_sub_epi8(_mm512_or_si512(_mm512_permutex2var_epi16(sv[0], c.ilo, sv[1]), n8w_sign(w0)), mnw);
+    const V q1 = _mm512_sub_epi8(_mm512_or_si512(_mm512_permutex2var_epi16(sv[2], c.ilo, sv[3]), n8w_sign(w1)), mnw);
+    n8w_store_mn(p, _mm512_mask_mov_epi16(n8w_byte(t0, c.Dw), z0, q0), _mm512_mask_mov_epi16(n8w_byte(t1, c.Dw), z1, q1),
+                 c.mn, nt);
     return 1;
 }
 
