@@ -194,22 +194,13 @@ PRIM void n8_store4(void *p, V b0, V b1, V b2, V b3, int nt)
  * above and the byte by VPMADDUBSW, on 32 lanes at once, and VPACKUSWB + VPERMQ put 64 bytes in
  * order.
  * AMD Zen 5, f32 -> e4m3fn in cache: 0.058 ns/element with the dword step (n8_tq, n8_bad,
- * n8_byte, which the zero-aware and tiny-aware steps below still use), 0.046-0.049 with this
- * one; e5m2 0.050 -> 0.037 (bench/RESULTS.md, session 12). AMD Zen 4 (session 21, with the
- * later steps): e4m3fn 0.078, e5m2 0.075 in cache, against the AVX2 kernel's 0.114 and 0.091,
- * so Zen 4's dispatch choices (dispatch.c) take this kernel in cache too now.
+ * n8_byte, which the zero-aware step below still uses), 0.046-0.049 with this one; e5m2 0.050
+ * -> 0.037 (bench/RESULTS.md, session 12). AMD Zen 4 (session 21, with the later steps): e4m3fn
+ * 0.078, e5m2 0.075 in cache, against the AVX2 kernel's 0.114 and 0.091, so Zen 4's dispatch
+ * choices (dispatch.c) take this kernel in cache too now. Since session 22 the float32 steps
+ * fold the lsb into the sticky bit and minq into the add (n8m_word / n8m_tq below); n8w_tq and
+ * n8w_bad are the bfloat16 source's, whose words have no dropped low half.
  */
-PRIM V n8w_word(V x, V y, V ihi, V ilo)
-{
-    V one = _mm512_set1_epi16(1);
-#ifdef MXP_SIMD_PIN
-    /* opaque: clang 14 rewrote VPMINUW with 1 as VPTESTMW + VPMOVM2W + VPSRLW, three operations
-     * for one (f32 -> e5m2 in cache 0.048 ns/element against gcc's 0.036 on the AMD Zen 5) */
-    MXP_SIMD_PIN(one);
-#endif
-    const V h = _mm512_permutex2var_epi16(x, ihi, y), l = _mm512_permutex2var_epi16(x, ilo, y);
-    return _mm512_or_si512(h, _mm512_min_epu16(l, one));
-}
 /* x >> Dw on 16-bit lanes, Dw = 4 (e4m3fn) or 5 (e5m2): written with literal counts because the
  * emulated intrinsics (SIMDe under clang) insist on a constant expression; inlined, the branch
  * folds away */
@@ -292,7 +283,7 @@ PRIM void n8w_store(void *p, V b0, V b1, int nt)
 /* the word step of narrow8_fast4 / narrow8_fast4d: 4*VL float32 -> two vectors of 32 byte lanes
  * (words < 256) holding each code minus minq (mod 256; n8w_store_mn adds it back) and the lanes
  * outside the normal range, whose bytes are wrong. Two operations fewer per 32 lanes than
- * n8w_word + n8w_tq + n8w_bad:
+ * the session 21 step (the high and low words or-ed, n8w_tq, n8w_bad):
  *  - the kept lsb joins the sticky bit: s = (l | (h & 2^Dw)) != 0 (one VPTERNLOGD, then VPMINUW
  *    with 1), w = h | s, and tq = (w + 2^(Dw-1) - 1 - rebias) >> Dw rounds up iff the rounding
  *    bit is set and anything below it, the kept lsb included, is nonzero: nearest-even, with
@@ -329,7 +320,9 @@ PRIM n8m_c n8m_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
     c.qm = _mm512_set1_epi16((short)((1u << (15 - c.Dw)) - 1u));
     c.span = _mm512_set1_epi16((short)(maxq - minq));
 #ifdef MXP_SIMD_PIN
-    MXP_SIMD_PIN(c.one); /* as in n8w_word */
+    /* opaque: clang 14 rewrote VPMINUW with 1 as VPTESTMW + VPMOVM2W + VPSRLW, three operations
+     * for one (f32 -> e5m2 in cache 0.048 ns/element against gcc's 0.036 on the AMD Zen 5) */
+    MXP_SIMD_PIN(c.one);
     MXP_SIMD_PIN(c.kb);
     MXP_SIMD_PIN(c.k);
     MXP_SIMD_PIN(c.qm);
