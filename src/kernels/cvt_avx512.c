@@ -562,6 +562,7 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
  * ns/element; over [-0.5, 0.5] (86%) 0.118 -> 0.061; over [-0.05, 0.05] (all) 0.126 -> 0.051.
  */
 #define MXP_SIMD_NARROW8_FAST_TINY 1
+#define MXP_SIMD_NARROW8_TINY_CARRY 1 /* cvt_simd_impl.h's narrow8_tiny_run */
 /* The lone failing step inside the fast loop (cvt_simd_impl.h) with gcc only. clang 14 keeps the
  * fast loop's constants in memory across that call and reloads them in every step; without it
  * the loop keeps them in registers. AMD Zen 5, three alternating runs, ns/element, lone step in

@@ -106,6 +106,8 @@
  *                             MXP_SIMD_NARROW8_FAST_TINY_LONE, for a lone failing step inside
  *                             the fast loop (AVX-512 under gcc only: a call there cost AVX2,
  *                             with 16 registers, and clang their fast loop's constants)
+ *   MXP_SIMD_NARROW8_TINY_CARRY (no function): a streaming run of narrow8_fast4t steps goes on
+ *                             through steps that return 2, to its 32 steps (AVX-512 only)
  *   MXP_SIMD_SR8_FAST with sr8_fast2(p, u0, u1, r0, r1, D, lo, hi, rebias, nt): 2*VL float32
  *                             -> float8 stochastically rounded with the words r0, r1 (their top
  *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is
@@ -606,10 +608,18 @@ static SIMD_INLINE void narrow8_halves(unsigned char *p, const unsigned char *q,
  * registers of the fast loop's, which gcc then rebuilt in every step (AVX-512 on AMD Zen 5,
  * f32 -> e5m2 in cache, which never leaves the fast loop on data over [-8, 8]: 0.037 -> 0.042
  * ns/element). narrow8_fast4t_lone takes the lone failing step inside the fast loop,
- * narrow8_tiny_run a run of tiny-aware steps (at most 32, while each has a lane below the normal
- * range) and returns where it stopped. D (20: e4m3fn, 21: e5m2) picks an inlined copy with the
- * shift counts as constants. The run prefetches whatever MXP_SIMD_PREFETCH_ON says (ReLU data
- * leaves and re-enters the fast loop every 32 steps).
+ * narrow8_tiny_run a run of tiny-aware steps (at most 32; in cache while each has a lane below
+ * the normal range, streaming whatever the steps hold) and returns where it stopped. D (20:
+ * e4m3fn, 21: e5m2) picks an inlined copy with the shift counts as constants. The run prefetches
+ * whatever MXP_SIMD_PREFETCH_ON says (ReLU data leaves and re-enters the fast loop every 32
+ * steps). MXP_SIMD_NARROW8_TINY_CARRY (AVX-512): a streaming run goes on through steps without
+ * a small lane. AMD Zen 4, f32 -> e4m3fn at 2^26, medians of two sets of three alternating
+ * runs: over [-0.5, 0.5] (3% of values below 2^-6, in most steps) 0.287 / 0.284 -> 0.246 /
+ * 0.254 ns/element, ReLU 0.174 / 0.187 -> 0.156 / 0.160, uniform over [-8, 8] 0.162 / 0.169 ->
+ * 0.158 / 0.154, over [-0.05, 0.05] 0.189 / 0.172 -> 0.171 / 0.176. In cache over [-0.5, 0.5]
+ * it went 0.135 -> 0.142, so calls in cache stop at the first such step; the AVX2 tiny-aware
+ * step costs more, and AVX2's streaming uniform e4m3fn went 0.185 -> 0.227, so AVX2 stops too
+ * (bench/RESULTS.md, session 22).
  */
 #ifdef MXP_SIMD_NARROW8_FAST_TINY_LONE
 MXP_SIMD_NOINLINE
@@ -632,7 +642,13 @@ static SIMD_INLINE size_t tiny_run8(unsigned char *d, const unsigned char *s, si
 #endif
         const int r = narrow8_fast4t(d + i, q, D, add, minq, maxq, nt);
         if (r == 1) continue;
-        if (r == 2) i += 4 * VL;
+        if (r == 0) break;
+        /* r == 2, a step with no small or zero lane, stored: with MXP_SIMD_NARROW8_TINY_CARRY
+         * a call that streams goes on through it (see above), else the run stops after it */
+#ifdef MXP_SIMD_NARROW8_TINY_CARRY
+        if (nt) continue;
+#endif
+        i += 4 * VL;
         break;
     }
     return i;
