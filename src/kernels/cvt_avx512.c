@@ -349,7 +349,8 @@ PRIM V n8m_zbyte(V b, __mmask32 z, V w, const n8m_c *c)
 #ifdef MXP_SIMD_PIN
     MXP_SIMD_PIN(m);
 #endif
-    const V sm = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w, 8), m, _mm512_set1_epi16((short)(-c->mn & 0xFFu)), 0x6A);
+    const V nm = _mm512_set1_epi16((short)(-c->mn & 0xFFu));
+    const V sm = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w, 8), m, nm, 0x6A); /* (A & B) ^ C */
     return _mm512_mask_mov_epi16(b, z, sm);
 }
 PRIM n8w_out n8w_step(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
@@ -605,8 +606,8 @@ PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, ui
     const V mnw = _mm512_set1_epi16((short)c.mn);
     const V q0 = _mm512_sub_epi8(_mm512_or_si512(_mm512_permutex2var_epi16(sv[0], c.ilo, sv[1]), n8w_sign(w0)), mnw);
     const V q1 = _mm512_sub_epi8(_mm512_or_si512(_mm512_permutex2var_epi16(sv[2], c.ilo, sv[3]), n8w_sign(w1)), mnw);
-    n8w_store_mn(p, _mm512_mask_mov_epi16(n8w_byte(t0, c.Dw), z0, q0), _mm512_mask_mov_epi16(n8w_byte(t1, c.Dw), z1, q1),
-                 c.mn, nt);
+    n8w_store_mn(p, _mm512_mask_mov_epi16(n8w_byte(t0, c.Dw), z0, q0),
+                 _mm512_mask_mov_epi16(n8w_byte(t1, c.Dw), z1, q1), c.mn, nt);
     return 1;
 }
 
