@@ -130,11 +130,15 @@ PRIM V narrow8_words(V x, V y, int D, V k)
 /* Two word vectors of checked lanes -> 32 float8 bytes at p, in element order; streaming stores
  * are 16 bytes each, since p is only 16-byte aligned there (a 2*VL step before may have moved
  * it by 16). */
-PRIM void narrow8_store4(void *p, V w0, V w1, int D, int nt)
+/* the 32 bytes of two word vectors of checked lanes, in element order */
+PRIM V narrow8_bytes4(V w0, V w1, int D)
 {
     const V mul = _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8));
     const V b = _mm256_packus_epi16(_mm256_maddubs_epi16(w0, mul), _mm256_maddubs_epi16(w1, mul));
-    const V o = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+PRIM void narrow8_put(void *p, V o, int nt)
+{
     if (nt) {
         MXP__STREAM128((__m128i *)p, _mm256_castsi256_si128(o));
         MXP__STREAM128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
@@ -142,19 +146,11 @@ PRIM void narrow8_store4(void *p, V w0, V w1, int D, int nt)
         _mm256_storeu_si256((__m256i *)p, o);
     }
 }
+PRIM void narrow8_store4(void *p, V w0, V w1, int D, int nt) { narrow8_put(p, narrow8_bytes4(w0, w1, D), nt); }
 /* narrow8_store4 of words holding S << (31 - D) | (q - minq): minq added back to the bytes */
 PRIM void narrow8_store4m(void *p, V w0, V w1, int D, uint32_t minq, int nt)
 {
-    const V mul = _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8));
-    const V b = _mm256_packus_epi16(_mm256_maddubs_epi16(w0, mul), _mm256_maddubs_epi16(w1, mul));
-    const V o = _mm256_add_epi8(_mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)),
-                                _mm256_set1_epi8((char)minq));
-    if (nt) {
-        MXP__STREAM128((__m128i *)p, _mm256_castsi256_si128(o));
-        MXP__STREAM128((__m128i *)p + 1, _mm256_extracti128_si256(o, 1));
-    } else {
-        _mm256_storeu_si256((__m256i *)p, o);
-    }
+    narrow8_put(p, _mm256_add_epi8(narrow8_bytes4(w0, w1, D), _mm256_set1_epi8((char)minq)), nt);
 }
 /* minq << D is subtracted in the rounding add (a multiple of 2^D: the rounding is unchanged), so
  * the range test needs no VPSUBW: a lane with q < minq borrows into the sign bit (S = 1) or

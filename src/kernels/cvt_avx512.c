@@ -270,9 +270,12 @@ PRIM n8w_c n8w_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
 }
 /* two vectors of 32 byte lanes (words < 256) -> 64 bytes at p in element order; streaming as two
  * 32-byte stores (p is only 2*VL = 32-byte aligned there, as n8_store4) */
-PRIM void n8w_store(void *p, V b0, V b1, int nt)
+PRIM V n8w_pack(V b0, V b1)
 {
-    const V v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(b0, b1));
+    return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(b0, b1));
+}
+PRIM void n8w_put(void *p, V v, int nt)
+{
     if (nt) {
         MXP__STREAM256((__m256i *)p, _mm512_castsi512_si256(v));
         MXP__STREAM256((__m256i *)p + 1, _mm512_extracti64x4_epi64(v, 1));
@@ -280,6 +283,7 @@ PRIM void n8w_store(void *p, V b0, V b1, int nt)
         _mm512_storeu_si512(p, v);
     }
 }
+PRIM void n8w_store(void *p, V b0, V b1, int nt) { n8w_put(p, n8w_pack(b0, b1), nt); }
 /* the word step of narrow8_fast4 / narrow8_fast4d: 4*VL float32 -> two vectors of 32 byte lanes
  * (words < 256) holding each code minus minq (mod 256; n8w_store_mn adds it back) and the lanes
  * outside the normal range, whose bytes are wrong. Two operations fewer per 32 lanes than
@@ -368,18 +372,11 @@ PRIM n8w_out n8w_step(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, ui
 /* n8w_store of n8w_step's bytes: minq added back to the 64 bytes (no carry: code < 256) */
 PRIM void n8w_store_mn(void *p, V b0, V b1, uint32_t mn, int nt)
 {
-    const V v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(b0, b1));
     V m = _mm512_set1_epi8((char)mn);
 #ifdef MXP_SIMD_PIN
     MXP_SIMD_PIN(m); /* gcc rebuilt it in every step */
 #endif
-    const V c = _mm512_add_epi8(v, m);
-    if (nt) {
-        MXP__STREAM256((__m256i *)p, _mm512_castsi512_si256(c));
-        MXP__STREAM256((__m256i *)p + 1, _mm512_extracti64x4_epi64(c, 1));
-    } else {
-        _mm512_storeu_si512(p, c);
-    }
+    n8w_put(p, _mm512_add_epi8(n8w_pack(b0, b1), m), nt);
 }
 /* The fast step in parts (cvt_simd_impl.h's narrow8_fast4p; there is no narrow8_fast4 here),
  * for a caller that takes a lone lane below the normal range itself (MXP_SIMD_NARROW8_PATCH in
