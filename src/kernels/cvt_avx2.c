@@ -127,10 +127,9 @@ PRIM V narrow8_words(V x, V y, int D, V k)
     const V ty = _mm256_add_epi32(_mm256_add_epi32(y, k), _mm256_and_si256(_mm256_srli_epi32(y, D), one));
     return _mm256_packus_epi32(_mm256_srli_epi32(tx, D), _mm256_srli_epi32(ty, D));
 }
-/* Two word vectors of checked lanes -> 32 float8 bytes at p, in element order; streaming stores
- * are 16 bytes each, since p is only 16-byte aligned there (a 2*VL step before may have moved
- * it by 16). */
-/* the 32 bytes of two word vectors of checked lanes, in element order */
+/* Two word vectors of checked lanes -> 32 float8 bytes in element order (narrow8_bytes4), and
+ * those stored at p (narrow8_put): streaming stores are 16 bytes each, since p is only 16-byte
+ * aligned there (a 2*VL step before may have moved it by 16). */
 PRIM V narrow8_bytes4(V w0, V w1, int D)
 {
     const V mul = _mm256_set1_epi16((short)(1 | (1 << (D - 16)) << 8));

@@ -268,8 +268,9 @@ PRIM n8w_c n8w_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
     c.span = _mm512_set1_epi16((short)(maxq - minq));
     return c;
 }
-/* two vectors of 32 byte lanes (words < 256) -> 64 bytes at p in element order; streaming as two
- * 32-byte stores (p is only 2*VL = 32-byte aligned there, as n8_store4) */
+/* two vectors of 32 byte lanes (words < 256) -> 64 bytes in element order (n8w_pack), stored at
+ * p (n8w_put): streaming as two 32-byte stores (p is only 2*VL = 32-byte aligned there, as
+ * n8_store4) */
 PRIM V n8w_pack(V b0, V b1)
 {
     return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(b0, b1));
@@ -305,7 +306,7 @@ typedef struct n8w_out {
     __mmask32 bad0, bad1; /* the lanes of b0 (elements 0 .. 31) and of b1 (32 .. 63) */
     uint32_t mn;          /* minq: the bytes are code - minq */
 } n8w_out;
-/* n8w_step's constants (pinned: gcc rebuilt some in every step) */
+/* the constants of n8w_step and narrow8_fast4t (pinned: gcc rebuilt some in every step) */
 typedef struct n8m_c {
     V ilo, ihi, one, kb, k, qm, span;
     int Dw;

@@ -255,8 +255,9 @@ static void build(mxp__isa_id isa)
  * (about 3%: f64->f32 runs the same code in both columns), else the avx2 kernel ("a / b" above:
  * a below the threshold, b above). The float8 encodes lost in cache on Zen 4 when it was
  * measured in sessions 9 and 10 (before their 16-bit-lane steps) and win in both regimes now.
- * f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties (memory-bound at the limit either way) and keep the avx2 kernel (bf16->f32, a tie on both CPUs
- * at 2^26, keeps the avx512 kernel it always had). Intel AVX-512 parts have not been measured.
+ * f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties (memory-bound at the limit either way)
+ * and keep the avx2 kernel (bf16->f32, a tie on both CPUs at 2^26, keeps the avx512 kernel it
+ * always had). Intel AVX-512 parts have not been measured.
  * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
  * table) and edit the rows below. The composed pairs (cvt_compose.c:
  * f16->bf16, bf16->e4m3fn, ...) run the table's float32 entries on 2048-element blocks, so they
