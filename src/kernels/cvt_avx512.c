@@ -403,6 +403,17 @@ PRIM void narrow8_patch(n8p *r, int e, uint32_t code)
     else r->b1 = _mm512_mask_set1_epi16(r->b1, (__mmask32)1u << (e - 32), b);
 }
 PRIM void narrow8_store(void *p, const n8p *r, int nt) { n8w_store_mn(p, r->b0, r->b1, r->mn, nt); }
+PRIM uint64_t narrow8_bad(const n8p *r) { return (uint64_t)r->bad1 << 32 | r->bad0; }
+/* narrow8_store with the bytes of mask lone (element order) set to code, after minq is added */
+PRIM void narrow8_store_lone(void *p, const n8p *r, uint64_t lone, uint32_t code, int nt)
+{
+    V m = _mm512_set1_epi8((char)r->mn);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(m);
+#endif
+    const V v = _mm512_add_epi8(n8w_pack(r->b0, r->b1), m);
+    n8w_put(p, _mm512_mask_set1_epi8(v, (__mmask64)lone, (char)code), nt);
+}
 
 /* narrow8_fast4 that always stores (not streaming): returns nonzero when a lane was outside the
  * normal range, whose bytes are then wrong and the caller fixes them (narrow8_fix4) or redoes
