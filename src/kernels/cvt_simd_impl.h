@@ -544,12 +544,14 @@ static SIMD_INLINE uint32_t tiny8_sh(uint32_t xb, const sfmt t)
 #ifdef MXP_SIMD_NARROW8_PATCH
 /* The float8 code of one float32 (bits xb) below the target's normal range, nearest-even, in
  * integer arithmetic (whatever MXCSR says): q = (mant + 2^(sh-1) - 1 + lsb) >> sh, sh clamped to
- * 25 (mant < 2^24 rounds to 0 there as at any larger sh); q <= 2^m, the smallest normal's code. */
+ * 25 (mant < 2^24 rounds to 0 there as at any larger sh); q <= 2^m, the smallest normal's code.
+ * The streaming step calls it on a lane in the normal range too (and drops the code), where sh
+ * can be 0 (e5m2, |x| in [2^7, 2^8)): clamped to 25 as well, so no shift is by 32. */
 static SIMD_INLINE uint32_t rne8_tiny_code(uint32_t xb, const sfmt t)
 {
     const uint32_t mant = tiny8_mant(xb);
     uint32_t sh = tiny8_sh(xb, t);
-    if (sh > 25) sh = 25;
+    if (sh - 1u > 24u) sh = 25;
     return (mant + (1u << (sh - 1)) - 1u + (mant >> sh & 1u)) >> sh | (xb >> 31) << 7;
 }
 /*
