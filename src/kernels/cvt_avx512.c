@@ -381,9 +381,12 @@ PRIM void n8w_store_mn(void *p, V b0, V b1, uint32_t mn, int nt)
 }
 /* The fast step in parts (cvt_simd_impl.h's narrow8_fast4p; there is no narrow8_fast4 here),
  * for a caller that takes a lone lane below the normal range itself (MXP_SIMD_NARROW8_PATCH in
- * cvt_simd_impl.h): the step's codes and its lanes outside the
- * normal range; whether there is one; the element (0 .. 63) of the only one, or -1; a code put
- * in an element's byte; the store */
+ * cvt_simd_impl.h): the step's codes and its lanes outside the normal range; whether there is
+ * one; the element (0 .. 63) of the only one, or -1; the store; the lanes as one mask; the store
+ * with the bytes of a mask set to a code (narrow8_store_lone, below). The lone lane goes in by
+ * that masked byte broadcast after the pack. Until session 23 it went into its 16-bit lane
+ * before the pack, in b0 or b1 by the element: clang 14 chose between the two through their
+ * addresses, so it kept b0 and b1 on the stack in every step. */
 #define MXP_SIMD_NARROW8_PATCH 1
 typedef n8w_out n8p;
 PRIM n8p narrow8_codes4(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
@@ -395,12 +398,6 @@ PRIM int narrow8_lone(const n8p *r)
 {
     const uint64_t bad = (uint64_t)r->bad1 << 32 | r->bad0;
     return (bad & (bad - 1u)) != 0 ? -1 : __builtin_ctzll(bad);
-}
-PRIM void narrow8_patch(n8p *r, int e, uint32_t code)
-{
-    const short b = (short)((code - r->mn) & 0xFFu); /* n8w_store_mn adds minq back */
-    if (e < 32) r->b0 = _mm512_mask_set1_epi16(r->b0, (__mmask32)1u << e, b);
-    else r->b1 = _mm512_mask_set1_epi16(r->b1, (__mmask32)1u << (e - 32), b);
 }
 PRIM void narrow8_store(void *p, const n8p *r, int nt) { n8w_store_mn(p, r->b0, r->b1, r->mn, nt); }
 PRIM uint64_t narrow8_bad(const n8p *r) { return (uint64_t)r->bad1 << 32 | r->bad0; }

@@ -85,10 +85,10 @@
  *                             for narrow8_fast4p below: n8p r = narrow8_codes4(x, y, z, w, D, add,
  *                             minq, maxq) (the codes and the lanes outside the normal range),
  *                             narrow8_any(&r), narrow8_lone(&r) (the element of the only such
- *                             lane, or -1), narrow8_patch(&r, e, code) (element e's code
- *                             replaced), narrow8_store(p, &r, nt); narrow8_bad(&r) (those lanes
- *                             as a 64-bit mask, element order), narrow8_store_lone(p, &r, one,
- *                             code, nt) (narrow8_store with the elements of mask one set to code)
+ *                             lane, or -1), narrow8_store(p, &r, nt), narrow8_bad(&r) (those
+ *                             lanes as a 64-bit mask, element order), narrow8_store_lone(p, &r,
+ *                             one, code, nt) (narrow8_store with the elements of mask one set to
+ *                             code)
  *   MXP_SIMD_NARROW8_FASTZ with narrow8_fast4z(p, x, y, z, w, D, add, minq, maxq, nt): as
  *                             narrow8_fast4, +-0 lanes accepted too; 0 = not stored, 1 = stored
  *                             with a zero lane, 2 = stored without one
@@ -596,8 +596,7 @@ static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q,
     uint32_t xb;
     memcpy(&xb, q + 4 * (size_t)e, 4);
     if ((xb & 0x7FFFFFFFu) >= c.lo) return false;
-    narrow8_patch(&r, e, rne8_tiny_code(xb, t));
-    narrow8_store(p, &r, nt);
+    narrow8_store_lone(p, &r, (uint64_t)1 << e, rne8_tiny_code(xb, t), nt);
     return true;
 }
 #endif
