@@ -608,6 +608,53 @@ static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q,
 #define MXP_SIMD_NOINLINE
 #endif
 
+#if defined(MXP_SIMD_NARROW8_PATCH) && defined(__clang__)
+#define MXP_SIMD_N8_LOOP 1
+/* rne_run's fast float8 loop in a function of its own per format and streaming mode, under clang
+ * only: inside rne_run, clang 14 held the constants of every other path in zmm10-28 across this
+ * loop and reloaded three of its own from the stack in every step (bench/RESULTS.md, session 23) */
+static SIMD_INLINE size_t n8_loop(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t, int nt)
+{
+    const fastc c = fast_consts(t);
+#ifdef MXP_SIMD_PREFETCH
+    const int pf = nt && MXP_SIMD_PREFETCH_ON;
+#endif
+    for (; i + 4 * VL <= n; i += 4 * VL) {
+        const unsigned char *p = s + 4 * i;
+#ifdef MXP_SIMD_PREFETCH
+        const V x0 = ld32(p);
+        if (pf) PF_LINES(p, 0, 4 * VL);
+        const V x1 = ld32(p + 4 * VL);
+        if (pf) PF_LINES(p, 4 * VL, 8 * VL);
+        const V x2 = ld32(p + 8 * VL);
+        if (pf) PF_LINES(p, 8 * VL, 12 * VL);
+        const V x3 = ld32(p + 12 * VL);
+        if (pf) PF_LINES(p, 12 * VL, 16 * VL);
+#else
+        const V x0 = ld32(p), x1 = ld32(p + 4 * VL), x2 = ld32(p + 8 * VL), x3 = ld32(p + 12 * VL);
+#endif
+        if (!narrow8_fast4p(d + i, p, x0, x1, x2, x3, t, c, nt)) break;
+    }
+    return i;
+}
+MXP_SIMD_NOINLINE static size_t n8_loop_e4m3(unsigned char *d, const unsigned char *s, size_t i, size_t n)
+{
+    return n8_loop(d, s, i, n, SF_E4M3, 0);
+}
+MXP_SIMD_NOINLINE static size_t n8_loop_e4m3_nt(unsigned char *d, const unsigned char *s, size_t i, size_t n)
+{
+    return n8_loop(d, s, i, n, SF_E4M3, 1);
+}
+MXP_SIMD_NOINLINE static size_t n8_loop_e5m2(unsigned char *d, const unsigned char *s, size_t i, size_t n)
+{
+    return n8_loop(d, s, i, n, SF_E5M2, 0);
+}
+MXP_SIMD_NOINLINE static size_t n8_loop_e5m2_nt(unsigned char *d, const unsigned char *s, size_t i, size_t n)
+{
+    return n8_loop(d, s, i, n, SF_E5M2, 1);
+}
+#endif
+
 #ifdef MXP_SIMD_NARROW8_SUB
 /* 4*VL float32 at q -> float8 nearest-even at p, per half: narrow8_sub2 (subnormal results too),
  * or the general path (overflow, NaN) */
@@ -785,6 +832,12 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
          * The widest loop takes 4*VL elements per step with one check for all of them (loop
          * and check overhead was a fifth of the in-cache time); the block it stops at is
          * handled right after it, and a last step of 2*VL (fewer than 4*VL left) at the end. */
+#ifdef MXP_SIMD_N8_LOOP
+        if (t.bits == 8)
+            i = t.m == 3 ? (nt ? n8_loop_e4m3_nt(d, s, i, n) : n8_loop_e4m3(d, s, i, n))
+                         : (nt ? n8_loop_e5m2_nt(d, s, i, n) : n8_loop_e5m2(d, s, i, n));
+        else
+#endif
         for (; i + 4 * VL <= n; i += 4 * VL) {
             const unsigned char *p = s + 4 * i;
 #ifdef MXP_SIMD_PREFETCH
