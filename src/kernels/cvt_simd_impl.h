@@ -608,6 +608,23 @@ static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q,
 #define MXP_SIMD_NOINLINE
 #endif
 
+/* The 4*VL float32 of a widest step at p as x0 .. x3 (declared here), each line's prefetch after
+ * its load when pf (PF_LINES; without MXP_SIMD_PREFETCH pf is never read) */
+#ifdef MXP_SIMD_PREFETCH
+#define LD4_PF(p, pf)                                                                              \
+    const V x0 = ld32(p);                                                                          \
+    if (pf) PF_LINES(p, 0, 4 * VL);                                                                \
+    const V x1 = ld32((p) + 4 * VL);                                                               \
+    if (pf) PF_LINES(p, 4 * VL, 8 * VL);                                                           \
+    const V x2 = ld32((p) + 8 * VL);                                                               \
+    if (pf) PF_LINES(p, 8 * VL, 12 * VL);                                                          \
+    const V x3 = ld32((p) + 12 * VL);                                                              \
+    if (pf) PF_LINES(p, 12 * VL, 16 * VL)
+#else
+#define LD4_PF(p, pf)                                                                              \
+    const V x0 = ld32(p), x1 = ld32((p) + 4 * VL), x2 = ld32((p) + 8 * VL), x3 = ld32((p) + 12 * VL)
+#endif
+
 #if defined(MXP_SIMD_NARROW8_PATCH) && defined(__clang__)
 #define MXP_SIMD_N8_LOOP 1
 /* rne_run's fast float8 loop in a function of its own per format and streaming mode, under clang
@@ -621,18 +638,7 @@ static SIMD_INLINE size_t n8_loop(unsigned char *d, const unsigned char *s, size
 #endif
     for (; i + 4 * VL <= n; i += 4 * VL) {
         const unsigned char *p = s + 4 * i;
-#ifdef MXP_SIMD_PREFETCH
-        const V x0 = ld32(p);
-        if (pf) PF_LINES(p, 0, 4 * VL);
-        const V x1 = ld32(p + 4 * VL);
-        if (pf) PF_LINES(p, 4 * VL, 8 * VL);
-        const V x2 = ld32(p + 8 * VL);
-        if (pf) PF_LINES(p, 8 * VL, 12 * VL);
-        const V x3 = ld32(p + 12 * VL);
-        if (pf) PF_LINES(p, 12 * VL, 16 * VL);
-#else
-        const V x0 = ld32(p), x1 = ld32(p + 4 * VL), x2 = ld32(p + 8 * VL), x3 = ld32(p + 12 * VL);
-#endif
+        LD4_PF(p, pf);
         if (!narrow8_fast4p(d + i, p, x0, x1, x2, x3, t, c, nt)) break;
     }
     return i;
@@ -840,19 +846,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
 #endif
         for (; i + 4 * VL <= n; i += 4 * VL) {
             const unsigned char *p = s + 4 * i;
-#ifdef MXP_SIMD_PREFETCH
-            /* each line's prefetch after its load (PF_LINES) */
-            const V x0 = ld32(p);
-            if (pf) PF_LINES(p, 0, 4 * VL);
-            const V x1 = ld32(p + 4 * VL);
-            if (pf) PF_LINES(p, 4 * VL, 8 * VL);
-            const V x2 = ld32(p + 8 * VL);
-            if (pf) PF_LINES(p, 8 * VL, 12 * VL);
-            const V x3 = ld32(p + 12 * VL);
-            if (pf) PF_LINES(p, 12 * VL, 16 * VL);
-#else
-            const V x0 = ld32(p), x1 = ld32(p + 4 * VL), x2 = ld32(p + 8 * VL), x3 = ld32(p + 12 * VL);
-#endif
+            LD4_PF(p, pf);
 #ifdef MXP_SIMD_HW_F16
             if (t.dt == MXP_FLOAT16) {
                 hw_f16_st2(d + 2 * i, x0, x1, sat, nt);
