@@ -370,46 +370,36 @@ PRIM n8w_out n8w_step(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, ui
     o.mn = minq;
     return o;
 }
-/* n8w_store of n8w_step's bytes: minq added back to the 64 bytes (no carry: code < 256) */
-PRIM void n8w_store_mn(void *p, V b0, V b1, uint32_t mn, int nt)
+/* n8w_step's 64 bytes in element order with minq added back (no carry: code < 256), and those
+ * stored (n8w_store_mn) */
+PRIM V n8w_pack_mn(V b0, V b1, uint32_t mn)
 {
     V m = _mm512_set1_epi8((char)mn);
 #ifdef MXP_SIMD_PIN
     MXP_SIMD_PIN(m); /* gcc rebuilt it in every step */
 #endif
-    n8w_put(p, _mm512_add_epi8(n8w_pack(b0, b1), m), nt);
+    return _mm512_add_epi8(n8w_pack(b0, b1), m);
 }
+PRIM void n8w_store_mn(void *p, V b0, V b1, uint32_t mn, int nt) { n8w_put(p, n8w_pack_mn(b0, b1, mn), nt); }
 /* The fast step in parts (cvt_simd_impl.h's narrow8_fast4p; there is no narrow8_fast4 here),
  * for a caller that takes a lone lane below the normal range itself (MXP_SIMD_NARROW8_PATCH in
- * cvt_simd_impl.h): the step's codes and its lanes outside the normal range; whether there is
- * one; the element (0 .. 63) of the only one, or -1; the store; the lanes as one mask; the store
- * with the bytes of a mask set to a code (narrow8_store_lone, below). The lone lane goes in by
- * that masked byte broadcast after the pack. Until session 23 it went into its 16-bit lane
- * before the pack, in b0 or b1 by the element: clang 14 chose between the two through their
- * addresses, so it kept b0 and b1 on the stack in every step. */
+ * cvt_simd_impl.h): the step's codes and its lanes outside the normal range; those lanes as one
+ * mask; the store; the store with the bytes of a mask set to a code (narrow8_store_lone). The
+ * lone lane goes in by that masked byte broadcast after the pack. Until session 23 it went into
+ * its 16-bit lane before the pack, in b0 or b1 by the element: clang 14 chose between the two
+ * through their addresses, so it kept b0 and b1 on the stack in every step. */
 #define MXP_SIMD_NARROW8_PATCH 1
 typedef n8w_out n8p;
 PRIM n8p narrow8_codes4(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
 {
     return n8w_step(x, y, z, w, D, add, minq, maxq);
 }
-PRIM bool narrow8_any(const n8p *r) { return (r->bad0 | r->bad1) != 0; }
-PRIM int narrow8_lone(const n8p *r)
-{
-    const uint64_t bad = (uint64_t)r->bad1 << 32 | r->bad0;
-    return (bad & (bad - 1u)) != 0 ? -1 : __builtin_ctzll(bad);
-}
 PRIM void narrow8_store(void *p, const n8p *r, int nt) { n8w_store_mn(p, r->b0, r->b1, r->mn, nt); }
 PRIM uint64_t narrow8_bad(const n8p *r) { return (uint64_t)r->bad1 << 32 | r->bad0; }
 /* narrow8_store with the bytes of mask lone (element order) set to code, after minq is added */
 PRIM void narrow8_store_lone(void *p, const n8p *r, uint64_t lone, uint32_t code, int nt)
 {
-    V m = _mm512_set1_epi8((char)r->mn);
-#ifdef MXP_SIMD_PIN
-    MXP_SIMD_PIN(m);
-#endif
-    const V v = _mm512_add_epi8(n8w_pack(r->b0, r->b1), m);
-    n8w_put(p, _mm512_mask_set1_epi8(v, (__mmask64)lone, (char)code), nt);
+    n8w_put(p, _mm512_mask_set1_epi8(n8w_pack_mn(r->b0, r->b1, r->mn), (__mmask64)lone, (char)code), nt);
 }
 
 /* narrow8_fast4 that always stores (not streaming): returns nonzero when a lane was outside the

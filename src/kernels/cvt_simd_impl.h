@@ -84,11 +84,9 @@
  *                             MXP_SIMD_NARROW8_PATCH, instead of narrow8_fast4, the step in parts
  *                             for narrow8_fast4p below: n8p r = narrow8_codes4(x, y, z, w, D, add,
  *                             minq, maxq) (the codes and the lanes outside the normal range),
- *                             narrow8_any(&r), narrow8_lone(&r) (the element of the only such
- *                             lane, or -1), narrow8_store(p, &r, nt), narrow8_bad(&r) (those
- *                             lanes as a 64-bit mask, element order), narrow8_store_lone(p, &r,
- *                             one, code, nt) (narrow8_store with the elements of mask one set to
- *                             code)
+ *                             narrow8_bad(&r) (those lanes as a 64-bit mask, element order),
+ *                             narrow8_store(p, &r, nt), narrow8_store_lone(p, &r, one, code, nt)
+ *                             (narrow8_store with the elements of mask one set to code)
  *   MXP_SIMD_NARROW8_FASTZ with narrow8_fast4z(p, x, y, z, w, D, add, minq, maxq, nt): as
  *                             narrow8_fast4, +-0 lanes accepted too; 0 = not stored, 1 = stored
  *                             with a zero lane, 2 = stored without one
@@ -568,35 +566,27 @@ static SIMD_INLINE uint32_t rne8_tiny_code(uint32_t xb, const sfmt t)
 static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q, V x0, V x1, V x2, V x3, const sfmt t,
                                        const fastc c, int nt)
 {
-    n8p r = narrow8_codes4(x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin);
-    if (nt) {
-        /* Streaming: without a branch on the small lane. The lowest outside lane's code is
-         * computed whether or not there is one (lane 63's, masked off, when there is none) and
-         * put by a masked byte broadcast; the branch left is the rare one (two or more such
-         * lanes, or an overflow or NaN). AMD Zen 4, f32 -> e4m3fn at 2^26 (12% of steps with a
-         * small lane, each a mispredicted branch), alternating runs: 0.168 -> 0.155 ns/element,
-         * which is the time of the same data with no small value (0.156). In cache the same
-         * step was 60% slower (0.078 -> 0.128: its chain through the mask, the scalar load and
-         * the code is too long for the loop to overlap), so calls in cache keep the branch
-         * (bench/RESULTS.md, session 23). */
-        const uint64_t bad = narrow8_bad(&r), lone = bad & (0u - bad);
-        uint32_t xb;
-        memcpy(&xb, q + 4 * (size_t)__builtin_ctzll(bad | (uint64_t)1 << 63), 4);
-        const uint64_t big = (xb & 0x7FFFFFFFu) >= c.lo ? lone : 0u;
-        if (__builtin_expect(((bad & (bad - 1u)) | big) != 0, 0)) return false;
-        narrow8_store_lone(p, &r, lone, rne8_tiny_code(xb, t), nt);
-        return true;
-    }
-    if (__builtin_expect(!narrow8_any(&r), 1)) {
+    const n8p r = narrow8_codes4(x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin);
+    const uint64_t bad = narrow8_bad(&r);
+    /* In cache: a branch on "any lane outside the normal range" first. Streaming: no branch on
+     * a lone small lane. The lowest outside lane's code is computed whether or not there is one
+     * (lane 63's, masked off, when there is none) and put by a masked byte broadcast; the branch
+     * left is the rare one (two or more such lanes, or an overflow or NaN). AMD Zen 4, f32 ->
+     * e4m3fn at 2^26 (12% of steps with a small lane, each a mispredicted branch), alternating
+     * runs: 0.168 -> 0.155 ns/element, the time of the same data with no small value (0.156).
+     * In cache the branch-free step was 60% slower (0.078 -> 0.128: its chain through the mask,
+     * the scalar load and the code is too long for the loop to overlap), so calls in cache keep
+     * the branch (bench/RESULTS.md, session 23). */
+    if (!nt && __builtin_expect(bad == 0, 1)) {
         narrow8_store(p, &r, nt);
         return true;
     }
-    const int e = narrow8_lone(&r);
-    if (e < 0) return false;
+    const uint64_t lone = bad & (0u - bad);
     uint32_t xb;
-    memcpy(&xb, q + 4 * (size_t)e, 4);
-    if ((xb & 0x7FFFFFFFu) >= c.lo) return false;
-    narrow8_store_lone(p, &r, (uint64_t)1 << e, rne8_tiny_code(xb, t), nt);
+    memcpy(&xb, q + 4 * (size_t)__builtin_ctzll(bad | (uint64_t)1 << 63), 4);
+    const uint64_t big = (xb & 0x7FFFFFFFu) >= c.lo ? lone : 0u;
+    if (__builtin_expect(((bad & (bad - 1u)) | big) != 0, 0)) return false;
+    narrow8_store_lone(p, &r, lone, rne8_tiny_code(xb, t), nt);
     return true;
 }
 #endif
