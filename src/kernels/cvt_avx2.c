@@ -173,6 +173,63 @@ PRIM bool narrow8_fast4(void *p, V x, V y, V z, V w, int D, uint32_t add, uint32
 #define MXP_SIMD_NARROW8_FAST 1
 
 /*
+ * narrow8_fast4 in parts, for cvt_simd_impl.h's narrow8_fast4p (MXP_SIMD_NARROW8_PATCH), which
+ * takes a step whose one lane outside the normal range is below it inside the fast loop: the
+ * words and the packed range test (narrow8_codes4); narrow8_ok, the whole-step test that
+ * narrow8_fast4 branches on (MXP_SIMD_NARROW8_OK: the branch comes first, and the rest runs
+ * only on a failing step); the lanes outside as a 32-bit mask in element order (narrow8_bad:
+ * the tested words, packed to bytes with signed saturation, which keeps a nonzero word nonzero,
+ * put in narrow8_bytes4's order, compared with zero, VPMOVMSKB); the store (narrow8_store); the
+ * store with the byte of mask lone (one bit, or none) set to code (narrow8_store_lone: a byte
+ * compare against the lane numbers and a blend). A wrong lane in that mask could cost time but
+ * not a wrong byte: the lane read would be in the normal range, which sends the step away.
+ * Used for e4m3fn in cache only (MXP_SIMD_NARROW8_PATCH_WHEN). On data over [-8, 8], 6% of its
+ * 32-element steps have one value below 2^-6, and each left the loop for the out-of-line run of
+ * tiny-aware steps. AMD Zen 4 running these kernels, 2^16 elements, alternating runs, ns/element:
+ * over [-8, 8] 0.1117 -> 0.1020, over [-0.5, 0.5] 0.267 -> 0.237. Elsewhere it lost: e5m2 in
+ * cache (whose normal range reaches 2^-14) 0.0889 -> 0.0929, as session 20 found on Zen 5;
+ * streaming e4m3fn over [-0.5, 0.5] 0.52 -> 0.56, though over [-8, 8] 0.187 -> 0.175
+ * (bench/RESULTS.md, session 24).
+ */
+#define MXP_SIMD_NARROW8_PATCH 1
+#define MXP_SIMD_NARROW8_PATCH_WHEN(t, nt) ((t).m == 3 && !(nt))
+typedef struct n8p {
+    V w0, w1, b;
+    uint32_t mn;
+    int D;
+} n8p;
+PRIM n8p narrow8_codes4(V x, V y, V z, V w, int D, uint32_t add, uint32_t minq, uint32_t maxq)
+{
+    n8p r;
+    const V k = _mm256_set1_epi32((int)(add - (minq << D)));
+    r.w0 = narrow8_words(x, y, D, k);
+    r.w1 = narrow8_words(z, w, D, k);
+    const V qm = _mm256_set1_epi16((short)((1 << (31 - D)) - 1)), span = _mm256_set1_epi16((short)(maxq - minq));
+    r.b = _mm256_packs_epi16(_mm256_subs_epu16(_mm256_and_si256(r.w0, qm), span),
+                             _mm256_subs_epu16(_mm256_and_si256(r.w1, qm), span));
+    r.mn = minq;
+    r.D = D;
+    return r;
+}
+#define MXP_SIMD_NARROW8_OK 1
+PRIM bool narrow8_ok(const n8p *r) { return _mm256_testz_si256(r->b, r->b); }
+PRIM uint64_t narrow8_bad(const n8p *r)
+{
+    const V bo = _mm256_permutevar8x32_epi32(r->b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(bo, _mm256_setzero_si256()));
+}
+PRIM void narrow8_store(void *p, const n8p *r, int nt) { narrow8_store4m(p, r->w0, r->w1, r->D, r->mn, nt); }
+PRIM void narrow8_store_lone(void *p, const n8p *r, uint64_t lone, uint32_t code, int nt)
+{
+    const V o = _mm256_add_epi8(narrow8_bytes4(r->w0, r->w1, r->D), _mm256_set1_epi8((char)r->mn));
+    /* lane 32 (no lane) when lone is 0 */
+    const V at = _mm256_cmpeq_epi8(_mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
+                                                    19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31),
+                                   _mm256_set1_epi8((char)__builtin_ctzll(lone | (uint64_t)1 << 32)));
+    narrow8_put(p, _mm256_blendv_epi8(o, _mm256_set1_epi8((char)code), at), nt);
+}
+
+/*
  * narrow8_fast4 that also takes +-0 lanes (ReLU outputs): 0 when some lane needs another path
  * (nothing stored), 1 when stored and some lane was +-0, 2 when stored without a zero lane.
  * A zero lane's word is known: +0 gives w0 = (add >> D) (the rebias wraps), -0 gives w0 with

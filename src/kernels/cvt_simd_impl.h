@@ -86,7 +86,11 @@
  *                             minq, maxq) (the codes and the lanes outside the normal range),
  *                             narrow8_bad(&r) (those lanes as a 64-bit mask, element order),
  *                             narrow8_store(p, &r, nt), narrow8_store_lone(p, &r, one, code, nt)
- *                             (narrow8_store with the elements of mask one set to code)
+ *                             (narrow8_store with the elements of mask one set to code); with
+ *                             MXP_SIMD_NARROW8_OK, narrow8_ok(&r) (no lane outside, tested
+ *                             before narrow8_bad); with MXP_SIMD_NARROW8_PATCH_WHEN(t, nt) (an
+ *                             expression), narrow8_fast4p only where it is true, narrow8_fast4
+ *                             elsewhere
  *   MXP_SIMD_NARROW8_FASTZ with narrow8_fast4z(p, x, y, z, w, D, add, minq, maxq, nt): as
  *                             narrow8_fast4, +-0 lanes accepted too; 0 = not stored, 1 = stored
  *                             with a zero lane, 2 = stored without one
@@ -560,13 +564,19 @@ static SIMD_INLINE uint32_t rne8_tiny_code(uint32_t xb, const sfmt t)
  * normal range or the one lane overflows or is NaN. rne_run's fast loop on AVX-512, streaming
  * or in cache (there e5m2 keeps the deferred loop, narrow8_defer_run). AMD Zen 5, one thread,
  * f32 -> e4m3fn, alternating runs: at 2^26 0.112 -> 0.109 ns/element, in cache 0.045 -> 0.041;
- * e5m2 unchanged (bench/RESULTS.md, session 20). AVX2 has no such step: added to its loop, or
- * after it, the code slowed e5m2 in cache by 4-8% (gcc's register allocation).
+ * e5m2 unchanged (bench/RESULTS.md, session 20). AVX2 takes it for e4m3fn in cache only
+ * (MXP_SIMD_NARROW8_PATCH_WHEN, MXP_SIMD_NARROW8_OK; cvt_avx2.c says why).
  */
 static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q, V x0, V x1, V x2, V x3, const sfmt t,
                                        const fastc c, int nt)
 {
     const n8p r = narrow8_codes4(x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin);
+#ifdef MXP_SIMD_NARROW8_OK
+    if (__builtin_expect(narrow8_ok(&r), 1)) {
+        narrow8_store(p, &r, nt);
+        return true;
+    }
+#endif
     const uint64_t bad = narrow8_bad(&r);
     /* In cache: a branch on "any lane outside the normal range" first. Streaming: no branch on
      * a lone small lane. The lowest outside lane's code is computed whether or not there is one
@@ -583,7 +593,7 @@ static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q,
     }
     const uint64_t lone = bad & (0u - bad);
     uint32_t xb;
-    memcpy(&xb, q + 4 * (size_t)__builtin_ctzll(bad | (uint64_t)1 << 63), 4);
+    memcpy(&xb, q + 4 * (size_t)__builtin_ctzll(bad | (uint64_t)1 << (4 * VL - 1)), 4);
     const uint64_t big = (xb & 0x7FFFFFFFu) >= c.lo ? lone : 0u;
     if (__builtin_expect(((bad & (bad - 1u)) | big) != 0, 0)) return false;
     narrow8_store_lone(p, &r, lone, rne8_tiny_code(xb, t), nt);
@@ -615,7 +625,7 @@ static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q,
     const V x0 = ld32(p), x1 = ld32((p) + 4 * VL), x2 = ld32((p) + 8 * VL), x3 = ld32((p) + 12 * VL)
 #endif
 
-#if defined(MXP_SIMD_NARROW8_PATCH) && defined(__clang__)
+#if defined(MXP_SIMD_NARROW8_PATCH) && !defined(MXP_SIMD_NARROW8_PATCH_WHEN) && defined(__clang__)
 #define MXP_SIMD_N8_LOOP 1
 /* rne_run's fast float8 loop in a function of its own per format and streaming mode, under clang
  * only: inside rne_run, clang 14 held the constants of every other path in zmm10-28 across this
@@ -877,7 +887,11 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
             }
 #ifdef MXP_SIMD_NARROW8_FAST
             if (t.bits == 8) {
-#ifdef MXP_SIMD_NARROW8_PATCH
+#if defined(MXP_SIMD_NARROW8_PATCH_WHEN)
+                if (MXP_SIMD_NARROW8_PATCH_WHEN(t, nt)
+                        ? !narrow8_fast4p(d + i, p, x0, x1, x2, x3, t, c, nt)
+                        : !narrow8_fast4(d + i, x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt)) {
+#elif defined(MXP_SIMD_NARROW8_PATCH)
                 if (!narrow8_fast4p(d + i, p, x0, x1, x2, x3, t, c, nt)) {
 #else
                 if (!narrow8_fast4(d + i, x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin, nt)) {
