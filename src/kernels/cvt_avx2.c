@@ -377,9 +377,14 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
  *     in narrow8_words' order (VINSERTI128 + VPERMQ), the sign or-ed into bit 7, blended into
  *     the bytes after narrow8_store4's multiply-add.
  * It replaces, for such steps, the zero-aware step, narrow8_sub2 per half and the dword
- * tiny_run.
+ * tiny_run. narrow8_fast4tz, for the streaming runs of cvt_simd_impl.h's narrow8_tiny_run
+ * (MXP_SIMD_NARROW8_TINY_STOP): the first store only when zm, then returning 3 when a lane was
+ * +-0 (no branch between the stores on data with small values), and when streaming the general
+ * store returns 2 when no lane was below the normal range, through an empty asm so that the
+ * run's count makes no branch on it.
  */
 #define MXP_SIMD_NARROW8_FAST_TINY 1
+#define MXP_SIMD_NARROW8_TINY_STOP 1
 PRIM V narrow8_tiny_words(V ax, V ay, __m256 sc)
 {
     const __m128i hx = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_castsi256_ps(ax), sc), _MM_FROUND_TO_NEAREST_INT);
@@ -387,7 +392,8 @@ PRIM V narrow8_tiny_words(V ax, V ay, __m256 sc)
     /* [x0-7 | y0-7] -> [x0-3 y0-3 | x4-7 y4-7], packus_epi32's order */
     return _mm256_permute4x64_epi64(_mm256_inserti128_si256(_mm256_castsi128_si256(hx), hy, 1), 0xD8);
 }
-PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq, int nt)
+PRIM int narrow8_fast4tz(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq, int nt,
+                         int zm)
 {
     const V x = ld32(s), y = ld32(s + 32), z = ld32(s + 64), w = ld32(s + 96);
     const int m = 23 - D, bias = m == 3 ? 7 : 15; /* e4m3fn or e5m2 */
@@ -403,13 +409,13 @@ PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, ui
     const V z0 = _mm256_packs_epi32(_mm256_cmpeq_epi32(ax, zero), _mm256_cmpeq_epi32(ay, zero));
     const V z1 = _mm256_packs_epi32(_mm256_cmpeq_epi32(az, zero), _mm256_cmpeq_epi32(aw, zero));
     const V bz = _mm256_or_si256(_mm256_andnot_si256(z0, b0), _mm256_andnot_si256(z1, b1));
-    if (_mm256_testz_si256(bz, bz)) {
+    if (zm && _mm256_testz_si256(bz, bz)) {
         /* normal and +-0 lanes only: narrow8_fast4z's words */
         const V zw = _mm256_set1_epi16((short)(add >> D));
         narrow8_store4(p, _mm256_xor_si256(w0, _mm256_and_si256(z0, zw)), _mm256_xor_si256(w1, _mm256_and_si256(z1, zw)),
                        D, nt);
         const V zz = _mm256_or_si256(z0, z1);
-        return _mm256_testz_si256(zz, zz) ? 2 : 1;
+        return _mm256_testz_si256(zz, zz) ? 2 : 3;
     }
     const V lo = _mm256_set1_epi32((int)((uint32_t)(128 - bias) << 23));
     const V t0 = _mm256_packs_epi32(_mm256_cmpgt_epi32(lo, ax), _mm256_cmpgt_epi32(lo, ay));
@@ -433,7 +439,16 @@ PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, ui
     } else {
         _mm256_storeu_si256((__m256i *)p, o);
     }
-    return 1;
+    if (!nt) return 1;
+    const V tt = _mm256_or_si256(t0, t1);
+    int clean = _mm256_testz_si256(tt, tt);
+    __asm__("" : "+r"(clean)); /* opaque: the caller's run makes no branch on it */
+    return 1 + clean;
+}
+PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq, int nt)
+{
+    const int r = narrow8_fast4tz(p, s, D, add, minq, maxq, nt, 1);
+    return r == 3 ? 1 : r;
 }
 
 /*

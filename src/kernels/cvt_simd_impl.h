@@ -112,6 +112,11 @@
  *                             with 16 registers, and clang their fast loop's constants)
  *   MXP_SIMD_NARROW8_TINY_CARRY (no function): a streaming run of narrow8_fast4t steps goes on
  *                             through steps that return 2, to its 32 steps (AVX-512 only)
+ *   MXP_SIMD_NARROW8_TINY_STOP with narrow8_fast4tz(p, s, D, add, minq, maxq, nt, zm): a
+ *                             streaming run stops by the count in narrow8_tiny_run (AVX2 only);
+ *                             narrow8_fast4t with the zero-aware store only when zm, returning 3
+ *                             for a step it stored with a +-0 lane, and, when nt, 2 for a step
+ *                             without a small or zero lane as the general store's result too
  *   MXP_SIMD_SR8_FAST with sr8_fast2(p, u0, u1, r0, r1, D, lo, hi, rebias, nt): 2*VL float32
  *                             -> float8 stochastically rounded with the words r0, r1 (their top
  *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is
@@ -692,8 +697,19 @@ static SIMD_INLINE void narrow8_halves(unsigned char *p, const unsigned char *q,
  * 0.254 ns/element, ReLU 0.174 / 0.187 -> 0.156 / 0.160, uniform over [-8, 8] 0.162 / 0.169 ->
  * 0.158 / 0.154, over [-0.05, 0.05] 0.189 / 0.172 -> 0.171 / 0.176. In cache over [-0.5, 0.5]
  * it went 0.135 -> 0.142, so calls in cache stop at the first such step; the AVX2 tiny-aware
- * step costs more, and AVX2's streaming uniform e4m3fn went 0.185 -> 0.227, so AVX2 stops too
- * (bench/RESULTS.md, session 22).
+ * step costs more, and AVX2's streaming uniform e4m3fn went 0.185 -> 0.227 (session 22).
+ * MXP_SIMD_NARROW8_TINY_STOP (AVX2) with narrow8_fast4tz(same arguments, zm): a streaming run
+ * stops once it has had as many steps in a row without a small or zero lane as steps with one,
+ * so it stays on data where most steps have one and leaves soon where few do. The count has no
+ * branch on the step's outcome (which is random on such data: a branch on it cost more than
+ * the stop rule saved), and the run's first step picks its mode: zero mode (zm != 0: a step
+ * whose irregular lanes are all +-0 takes the cheaper zero-aware store, returning 3 when it
+ * had a zero lane) when that step's irregular lanes were all +-0 (ReLU data), else every step
+ * takes the general tiny-aware store (a branch between the two stores per step is random on
+ * data with small values). AMD Zen 4 running the AVX2 kernels, f32 -> e4m3fn at 2^26, a harness
+ * of three alternating runs, ns/element: over [-0.5, 0.5] 0.515 -> 0.294, N(0, 1) 0.410 ->
+ * 0.358, N(0, 4) 0.220 -> 0.227, over [-8, 8] and e5m2 unchanged within the noise, ReLU data
+ * unchanged (bench/RESULTS.md, session 24).
  */
 #ifdef MXP_SIMD_NARROW8_FAST_TINY_LONE
 MXP_SIMD_NOINLINE
@@ -707,6 +723,9 @@ static SIMD_INLINE size_t tiny_run8(unsigned char *d, const unsigned char *s, si
                                     uint32_t minq, uint32_t maxq, int nt)
 {
     const size_t zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
+#ifdef MXP_SIMD_NARROW8_TINY_STOP
+    int clean = 0, small = 0, zm = 1; /* steps in a row without a small or zero lane; the zero mode */
+#endif
     for (; i + 4 * VL <= zend; i += 4 * VL) {
         const unsigned char *q = s + 4 * i;
 #ifdef MXP_SIMD_PREFETCH
@@ -714,9 +733,28 @@ static SIMD_INLINE size_t tiny_run8(unsigned char *d, const unsigned char *s, si
             for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH(q + o + MXP_SIMD_PREFETCH_DIST);
         }
 #endif
+#ifdef MXP_SIMD_NARROW8_TINY_STOP
+        const int r = narrow8_fast4tz(d + i, q, D, add, minq, maxq, nt, zm);
+#else
         const int r = narrow8_fast4t(d + i, q, D, add, minq, maxq, nt);
-        if (r == 1) continue;
+#endif
         if (r == 0) break;
+#ifdef MXP_SIMD_NARROW8_TINY_STOP
+        if (nt) {
+            if (zm == 1) zm = r == 3 ? 2 : 0;
+            int r2 = r == 2; /* 0 or 1 */
+#if defined(__GNUC__) || defined(__clang__)
+            __asm__("" : "+r"(r2)); /* opaque, so that no branch is made on it (see above) */
+#endif
+            small += 1 - r2;
+            clean = (clean + 1) & -r2;
+            if (clean < small) continue;
+            i += 4 * VL;
+            break;
+        }
+        if (r == 3) continue;
+#endif
+        if (r == 1) continue;
         /* r == 2, a step with no small or zero lane, stored: with MXP_SIMD_NARROW8_TINY_CARRY
          * a call that streams goes on through it (see above), else the run stops after it */
 #ifdef MXP_SIMD_NARROW8_TINY_CARRY
