@@ -385,6 +385,7 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
  */
 #define MXP_SIMD_NARROW8_FAST_TINY 1
 #define MXP_SIMD_NARROW8_TINY_STOP 1
+#define MXP_SIMD_NARROW8_TINY_Z 1
 PRIM V narrow8_tiny_words(V ax, V ay, __m256 sc)
 {
     const __m128i hx = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_castsi256_ps(ax), sc), _MM_FROUND_TO_NEAREST_INT);

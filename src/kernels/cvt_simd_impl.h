@@ -112,11 +112,14 @@
  *                             with 16 registers, and clang their fast loop's constants)
  *   MXP_SIMD_NARROW8_TINY_CARRY (no function): a streaming run of narrow8_fast4t steps goes on
  *                             through steps that return 2, to its 32 steps (AVX-512 only)
- *   MXP_SIMD_NARROW8_TINY_STOP with narrow8_fast4tz(p, s, D, add, minq, maxq, nt, zm): a
- *                             streaming run stops by the count in narrow8_tiny_run (AVX2 only);
- *                             narrow8_fast4t with the zero-aware store only when zm, returning 3
- *                             for a step it stored with a +-0 lane, and, when nt, 2 for a step
- *                             without a small or zero lane as the general store's result too
+ *   MXP_SIMD_NARROW8_TINY_Z with narrow8_fast4tz(p, s, D, add, minq, maxq, nt, zm):
+ *                             narrow8_fast4t with its zero-aware store (a step whose lanes
+ *                             outside the normal range are all +-0) only when zm, returning 3
+ *                             for a step that store took with a +-0 lane; a streaming run of
+ *                             narrow8_tiny_run picks zm once, from its first step
+ *   MXP_SIMD_NARROW8_TINY_STOP (no function; with MXP_SIMD_NARROW8_TINY_Z, whose general store
+ *                             then returns 2, when nt, for a step without a small or zero lane):
+ *                             a streaming run stops by the count in narrow8_tiny_run (AVX2 only)
  *   MXP_SIMD_SR8_FAST with sr8_fast2(p, u0, u1, r0, r1, D, lo, hi, rebias, nt): 2*VL float32
  *                             -> float8 stochastically rounded with the words r0, r1 (their top
  *                             32 - D bits are exact, as sr_words_hi's) at p when every lane is
@@ -698,18 +701,23 @@ static SIMD_INLINE void narrow8_halves(unsigned char *p, const unsigned char *q,
  * 0.158 / 0.154, over [-0.05, 0.05] 0.189 / 0.172 -> 0.171 / 0.176. In cache over [-0.5, 0.5]
  * it went 0.135 -> 0.142, so calls in cache stop at the first such step; the AVX2 tiny-aware
  * step costs more, and AVX2's streaming uniform e4m3fn went 0.185 -> 0.227 (session 22).
- * MXP_SIMD_NARROW8_TINY_STOP (AVX2) with narrow8_fast4tz(same arguments, zm): a streaming run
- * stops once it has had as many steps in a row without a small or zero lane as steps with one,
- * so it stays on data where most steps have one and leaves soon where few do. The count has no
- * branch on the step's outcome (which is random on such data: a branch on it cost more than
- * the stop rule saved), and the run's first step picks its mode: zero mode (zm != 0: a step
- * whose irregular lanes are all +-0 takes the cheaper zero-aware store, returning 3 when it
- * had a zero lane) when that step's irregular lanes were all +-0 (ReLU data), else every step
- * takes the general tiny-aware store (a branch between the two stores per step is random on
- * data with small values). AMD Zen 4 running the AVX2 kernels, f32 -> e4m3fn at 2^26, a harness
- * of three alternating runs, ns/element: over [-0.5, 0.5] 0.515 -> 0.294, N(0, 1) 0.410 ->
- * 0.358, N(0, 4) 0.220 -> 0.227, over [-8, 8] and e5m2 unchanged within the noise, ReLU data
- * unchanged (bench/RESULTS.md, session 24).
+ * MXP_SIMD_NARROW8_TINY_Z (narrow8_fast4tz): a streaming run's first step picks its mode. In
+ * zero mode (that step's lanes outside the normal range were all +-0: ReLU data) a step whose
+ * such lanes are all +-0 takes the cheaper zero-aware store, as before; otherwise every step
+ * takes the general tiny-aware store. On data with small values the choice between the two
+ * stores was a branch per step as random as the data (a step with no small value took the
+ * zero-aware store). AMD Zen 4, AVX-512, f32 -> e4m3fn at 2^26, a harness of three alternating
+ * runs, ns/element: N(0, 1) data 0.272 -> 0.226, over [-0.5, 0.5] 0.259 -> 0.249; over [-8, 8],
+ * N(0, 4) and ReLU data unchanged. Calls in cache keep the zero-aware store everywhere (nt is a
+ * constant in each copy, so the mode folds away there: with it a variable, ReLU data in cache
+ * went 0.105 -> 0.109).
+ * MXP_SIMD_NARROW8_TINY_STOP (AVX2): a streaming run stops once it has had as many steps in a
+ * row without a small or zero lane as steps with one, so it stays on data where most steps have
+ * one and leaves soon where few do. The count makes no branch on the step's outcome (random on
+ * such data: a branch on it cost more than the rule saved). AMD Zen 4 running the AVX2 kernels,
+ * f32 -> e4m3fn at 2^26, the same harness, both changes: over [-0.5, 0.5] 0.515 -> 0.294, N(0, 1)
+ * 0.410 -> 0.358, N(0, 4) 0.220 -> 0.227; over [-8, 8], e5m2 and ReLU data unchanged within the
+ * noise (bench/RESULTS.md, session 24).
  */
 #ifdef MXP_SIMD_NARROW8_FAST_TINY_LONE
 MXP_SIMD_NOINLINE
@@ -723,8 +731,11 @@ static SIMD_INLINE size_t tiny_run8(unsigned char *d, const unsigned char *s, si
                                     uint32_t minq, uint32_t maxq, int nt)
 {
     const size_t zend = (n - i) / (4 * VL) > 32 ? i + 32 * 4 * VL : n;
+#ifdef MXP_SIMD_NARROW8_TINY_Z
+    int zm = 1; /* the zero mode: 1 undecided, 2 on, 0 off */
+#endif
 #ifdef MXP_SIMD_NARROW8_TINY_STOP
-    int clean = 0, small = 0, zm = 1; /* steps in a row without a small or zero lane; the zero mode */
+    int clean = 0, small = 0; /* steps in a row without a small or zero lane; steps with one */
 #endif
     for (; i + 4 * VL <= zend; i += 4 * VL) {
         const unsigned char *q = s + 4 * i;
@@ -733,15 +744,17 @@ static SIMD_INLINE size_t tiny_run8(unsigned char *d, const unsigned char *s, si
             for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH(q + o + MXP_SIMD_PREFETCH_DIST);
         }
 #endif
-#ifdef MXP_SIMD_NARROW8_TINY_STOP
+#ifdef MXP_SIMD_NARROW8_TINY_Z
         const int r = narrow8_fast4tz(d + i, q, D, add, minq, maxq, nt, zm);
 #else
         const int r = narrow8_fast4t(d + i, q, D, add, minq, maxq, nt);
 #endif
         if (r == 0) break;
+#ifdef MXP_SIMD_NARROW8_TINY_Z
+        if (nt && zm == 1) zm = r == 3 ? 2 : 0;
+#endif
 #ifdef MXP_SIMD_NARROW8_TINY_STOP
         if (nt) {
-            if (zm == 1) zm = r == 3 ? 2 : 0;
             int r2 = r == 2; /* 0 or 1 */
 #if defined(__GNUC__) || defined(__clang__)
             __asm__("" : "+r"(r2)); /* opaque, so that no branch is made on it (see above) */
@@ -752,9 +765,8 @@ static SIMD_INLINE size_t tiny_run8(unsigned char *d, const unsigned char *s, si
             i += 4 * VL;
             break;
         }
-        if (r == 3) continue;
 #endif
-        if (r == 1) continue;
+        if (r != 2) continue; /* 1, or 3 (narrow8_fast4tz) */
         /* r == 2, a step with no small or zero lane, stored: with MXP_SIMD_NARROW8_TINY_CARRY
          * a call that streams goes on through it (see above), else the run stops after it */
 #ifdef MXP_SIMD_NARROW8_TINY_CARRY
@@ -769,7 +781,10 @@ MXP_SIMD_NOINLINE
 static size_t narrow8_tiny_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int D, uint32_t add,
                                uint32_t minq, uint32_t maxq, int nt)
 {
-    return D == 20 ? tiny_run8(d, s, i, n, 20, add, minq, maxq, nt) : tiny_run8(d, s, i, n, 21, add, minq, maxq, nt);
+    /* nt as a constant too: the zero mode (MXP_SIMD_NARROW8_TINY_Z) then folds away in cache */
+    if (nt)
+        return D == 20 ? tiny_run8(d, s, i, n, 20, add, minq, maxq, 1) : tiny_run8(d, s, i, n, 21, add, minq, maxq, 1);
+    return D == 20 ? tiny_run8(d, s, i, n, 20, add, minq, maxq, 0) : tiny_run8(d, s, i, n, 21, add, minq, maxq, 0);
 }
 #endif
 
