@@ -26,7 +26,8 @@
  * Peer rows ("ggml-style", one thread): the row loops an engine without a conversion library
  * writes (see peer_for below), for float32 <-> float16 / bfloat16 nearest-even.
  *
- * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--scan]
+ * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R]
+ *                      [--normal S] [--scan]
  *   --quick   n in {2^16, 2^26} only
  *   --csv     one CSV row per measurement instead of the table
  *   --isa     only this path (scalar, avx2, avx512, avx512-own, neon, or ggml-style for the peer rows only)
@@ -34,6 +35,8 @@
  *   --relu    source data with half the values zero (ReLU outputs) instead of all in [-8, 8]
  *   --range R source values over [-R, R] instead of [-8, 8] (R > 0): small values (R = 0.05)
  *             put float8 results below the normal range in most 64-element steps
+ *   --normal S source values drawn from N(0, S^2) instead (S > 0; S = 1: 1.25% of them below
+ *             e4m3fn's normal range 2^-6, in 55% of 64-element steps)
  *   --only    only the conversions whose name starts with this (e.g. "f32->e5m2")
  *   --scan    instead: n = 2^13 .. 2^22 (per-layer sizes), float32 -> bfloat16 and float16 ->
  *             float32, the active path: one thread ("1"); two threads with a thread started and
@@ -42,6 +45,7 @@
  *             at every size. Tells the threshold mxp__convert_min_per_thread.
  * Not a test: numbers on a shared machine are noisy; read medians and ratios.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,7 +158,8 @@ static void run_work(void *p)
     __asm__ __volatile__("" ::: "memory");
 }
 
-/* Source data: float32 values spread over [-8, 8] (plus the other formats converted from them);
+/* Source data: float32 values spread over [-8, 8] (plus the other formats converted from them),
+ * or over [-R, R] (--range), or drawn from N(0, S^2) (--normal);
  * with --relu every other value (at random) is +0, like the output of a ReLU. Every element is
  * drawn afresh: until 2026-11-26 a block of 4096 values was repeated over the buffer, and on Zen 5
  * that periodic source made the AVX-512 float8 encodes at 2^26 30% slower than on the same
@@ -163,6 +168,7 @@ static void run_work(void *p)
  * steps leave the fast loop. */
 static bool relu;
 static double range = 8.0;
+static double sigma; /* --normal: > 0 for N(0, sigma^2) data instead */
 static void fill_src(unsigned char *src, int dt, size_t n)
 {
     enum { CHUNK = 4096 };
@@ -183,6 +189,13 @@ static void fill_src(unsigned char *src, int dt, size_t n)
             s ^= s >> 7;
             s ^= s << 17;
             f[j] = (float)(((double)(s >> 11) * 0x1p-53 * 2.0 - 1.0) * range);
+            if (sigma > 0.0) { /* Box-Muller with a second draw */
+                const double u1 = (double)((s >> 11) + 1) * 0x1p-53;
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                f[j] = (float)(sigma * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * (double)(s >> 11) * 0x1p-53));
+            }
             if (relu && (s >> 7) % 2) f[j] = 0.0f;
         }
         mxp_convert(tmp, (mxp_dtype)dt, f, MXP_FLOAT32, len);
@@ -338,9 +351,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--peers") == 0) peers = true;
         else if (strcmp(argv[i], "--relu") == 0) relu = true;
         else if (strcmp(argv[i], "--range") == 0 && i + 1 < argc && atof(argv[i + 1]) > 0.0) range = atof(argv[++i]);
+        else if (strcmp(argv[i], "--normal") == 0 && i + 1 < argc && atof(argv[i + 1]) > 0.0) sigma = atof(argv[++i]);
         else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--scan]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--normal S] [--scan]\n", argv[0]);
             return 2;
         }
     }
@@ -371,7 +385,8 @@ int main(int argc, char **argv)
     if (csv) {
         printf("# CPU: %s\n", cpu);
         if (has512) printf("# AVX-512 streaming source prefetch: %s\n", prefetch);
-        printf("# source data: over [-%g, %g]%s\n", range, range, relu ? ", half of it +0" : "");
+        if (sigma > 0.0) printf("# source data: N(0, %g^2)%s\n", sigma, relu ? ", half of it +0" : "");
+        else printf("# source data: over [-%g, %g]%s\n", range, range, relu ? ", half of it +0" : "");
         printf("conversion,isa,threads,n,ns_per_elem,gbps,memcpy_gbps,ratio_to_memcpy,limit_ns_per_elem,ratio_to_limit\n");
     } else {
         printf("mixprec conversions; CPU: %s\nactive path %s; GB/s = bytes read + written per second;\n"
@@ -380,7 +395,8 @@ int main(int argc, char **argv)
                "cache; one thread), lim.ratio = its time / conversion time (all measured in this run)\n\n",
                cpu, mxp_isa());
         if (has512) printf("AVX-512 streaming source prefetch: %s (src/kernels/dispatch.c)\n\n", prefetch);
-        printf("source data: over [-%g, %g]%s\n\n", range, range, relu ? ", half of it +0" : "");
+        if (sigma > 0.0) printf("source data: N(0, %g^2)%s\n\n", sigma, relu ? ", half of it +0" : "");
+        else printf("source data: over [-%g, %g]%s\n\n", range, range, relu ? ", half of it +0" : "");
         printf("%-16s %-10s %3s  %-5s %9s %8s %8s %8s %9s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
                "GB/s", "memcpy", "ratio", "limit", "lim.ratio");
     }
