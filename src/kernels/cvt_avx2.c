@@ -377,11 +377,11 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
  *     in narrow8_words' order (VINSERTI128 + VPERMQ), the sign or-ed into bit 7, blended into
  *     the bytes after narrow8_store4's multiply-add.
  * It replaces, for such steps, the zero-aware step, narrow8_sub2 per half and the dword
- * tiny_run. narrow8_fast4tz, for the streaming runs of cvt_simd_impl.h's narrow8_tiny_run
- * (MXP_SIMD_NARROW8_TINY_STOP): the first store only when zm, then returning 3 when a lane was
- * +-0 (no branch between the stores on data with small values), and when streaming the general
- * store returns 2 when no lane was below the normal range, through an empty asm so that the
- * run's count makes no branch on it.
+ * tiny_run. It is narrow8_fast4tz here (narrow8_tiny_run, its only caller on AVX2, calls that
+ * with MXP_SIMD_NARROW8_TINY_Z; MXP_SIMD_NARROW8_TINY_STOP): the first store only when zm, then
+ * returning 3 when a lane was +-0 (no branch between the stores on data with small values), and
+ * when streaming the general store returns 2 when no lane was below the normal range, through an
+ * empty asm so that the run's count makes no branch on it.
  */
 #define MXP_SIMD_NARROW8_FAST_TINY 1
 #define MXP_SIMD_NARROW8_TINY_STOP 1
@@ -445,11 +445,6 @@ PRIM int narrow8_fast4tz(void *p, const unsigned char *s, int D, uint32_t add, u
     int clean = _mm256_testz_si256(tt, tt);
     __asm__("" : "+r"(clean)); /* opaque: the caller's run makes no branch on it */
     return 1 + clean;
-}
-PRIM int narrow8_fast4t(void *p, const unsigned char *s, int D, uint32_t add, uint32_t minq, uint32_t maxq, int nt)
-{
-    const int r = narrow8_fast4tz(p, s, D, add, minq, maxq, nt, 1);
-    return r == 3 ? 1 : r;
 }
 
 /*

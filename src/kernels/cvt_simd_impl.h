@@ -115,8 +115,9 @@
  *   MXP_SIMD_NARROW8_TINY_Z with narrow8_fast4tz(p, s, D, add, minq, maxq, nt, zm):
  *                             narrow8_fast4t with its zero-aware store (a step whose lanes
  *                             outside the normal range are all +-0) only when zm, returning 3
- *                             for a step that store took with a +-0 lane; a streaming run of
- *                             narrow8_tiny_run picks zm once, from its first step
+ *                             for a step that store took with a +-0 lane; narrow8_tiny_run calls
+ *                             it instead of narrow8_fast4t (which only the other callers above
+ *                             need then), and a streaming run picks zm once, from its first step
  *   MXP_SIMD_NARROW8_TINY_STOP (no function; with MXP_SIMD_NARROW8_TINY_Z, whose general store
  *                             then returns 2, when nt, for a step without a small or zero lane):
  *                             a streaming run stops by the count in narrow8_tiny_run (AVX2 only)
