@@ -581,16 +581,19 @@ static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q,
 {
     const n8p r = narrow8_codes4(x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin);
 #ifdef MXP_SIMD_NARROW8_OK
+    /* the ISA's whole-step test first (AVX2), streaming or not; past it some lane is outside */
     if (__builtin_expect(narrow8_ok(&r), 1)) {
         narrow8_store(p, &r, nt);
         return true;
     }
-#endif
+    const uint64_t bad = narrow8_bad(&r);
+#else
     const uint64_t bad = narrow8_bad(&r);
     /* In cache: a branch on "any lane outside the normal range" first. Streaming: no branch on
      * a lone small lane. The lowest outside lane's code is computed whether or not there is one
-     * (lane 63's, masked off, when there is none) and put by a masked byte broadcast; the branch
-     * left is the rare one (two or more such lanes, or an overflow or NaN). AMD Zen 4, f32 ->
+     * (the step's last lane's, masked off, when there is none) and put by a masked byte
+     * broadcast; the branch left is the rare one (two or more such lanes, or an overflow or
+     * NaN). AMD Zen 4, f32 ->
      * e4m3fn at 2^26 (12% of steps with a small lane, each a mispredicted branch), alternating
      * runs: 0.168 -> 0.155 ns/element, the time of the same data with no small value (0.156).
      * In cache the branch-free step was 60% slower (0.078 -> 0.128: its chain through the mask,
@@ -600,6 +603,7 @@ static SIMD_INLINE bool narrow8_fast4p(unsigned char *p, const unsigned char *q,
         narrow8_store(p, &r, nt);
         return true;
     }
+#endif
     const uint64_t lone = bad & (0u - bad);
     uint32_t xb;
     memcpy(&xb, q + 4 * (size_t)__builtin_ctzll(bad | (uint64_t)1 << (4 * VL - 1)), 4);
