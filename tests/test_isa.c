@@ -539,6 +539,80 @@ static void test_lone_tiny(void **state)
     skip_if_none(checked);
 }
 
+/* Float32 data whose density of values below float8's normal range changes every 256 elements
+ * (none, about 1 in 64, 1 in 8, 1 in 2, or all; |x| in [2^-30, 2^-6) with the subnormal quanta's
+ * ties and values just under 2^-6 and 2^-14 among them; the others in [2^-6, 4)), +-0 only in
+ * some stretches, and about once per 8192 an overflow or a NaN: the stochastic float8 runs
+ * switch between their modes here (cvt_simd_impl.h's sr8_zrun: the tiny mode on dense
+ * stretches, the zero mode where +-0 comes first) and stop by their counts at the stretches'
+ * edges. */
+static void fill_dense_tiny(unsigned char *p, size_t n)
+{
+    static const uint32_t dens[] = {0, 64, 512, 2048, 4096}; /* small values per 4096 */
+    uint32_t den = 0, zeros = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i % 256 == 0) {
+            den = dens[rnd32() % 5];
+            zeros = rnd32() % 4 == 0;
+        }
+        const uint32_t sign = rnd32() & 0x80000000u, roll = rnd32() % 4096;
+        uint32_t v = sign | (uint32_t)(127 - 6 + rnd32() % 8) << 23 | (rnd32() & 0x7FFFFFu);
+        if (roll < den) {
+            switch (rnd32() % 8) {
+            case 0: v = sign | (uint32_t)(127 - 7 - rnd32() % 11) << 23 | (rnd32() % 8) << 20; break; /* ties */
+            case 1: v = sign | (0x3C800000u - 1u - rnd32() % 4096u); break; /* just under 2^-6 */
+            case 2: v = sign | (0x38800000u - 1u - rnd32() % 4096u); break; /* just under 2^-14 */
+            case 3: v = zeros ? sign : sign | (rnd32() & 0x7FFFFFu); break; /* +-0 or a subnormal */
+            default: v = sign | (uint32_t)(127 - 30 + rnd32() % 24) << 23 | (rnd32() & 0x7FFFFFu); break;
+            }
+        } else if (roll == den && rnd32() % 2 == 0) {
+            static const uint32_t big[] = {0x43E80000u, 0x47800000u, 0x7F800000u, 0x7FC00001u};
+            v = sign | big[rnd32() % 4];
+        }
+        memcpy(p + 4 * i, &v, 4);
+    }
+}
+
+/* float32 -> float8 on fill_dense_tiny's data, both rounding modes, streaming (n as in
+ * test_lone_tiny) and in cache (40000), every SIMD table against the scalar one. */
+static void test_dense_tiny(void **state)
+{
+    (void)state;
+    const size_t big = test_nt_threshold() / 5 + 77;
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    unsigned char *src = malloc(4 * big), *want = malloc(big), *got = aligned_alloc(64, (big + 64 + 63) / 64 * 64);
+    assert_non_null(src);
+    assert_non_null(want);
+    assert_non_null(got);
+    fill_dense_tiny(src, big);
+    mxp__nt_threshold = test_nt_threshold();
+    int checked = 0;
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
+    static const int fmts[] = {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
+    for (int ti = 0; ti < ntabs; ti++)
+        for (size_t fi = 0; fi < 2; fi++)
+            for (int mode = 0; mode < MXP__NMODES; mode++) {
+                const int d = fmts[fi];
+                if (tabs[ti]->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
+                for (int size = 0; size < 2; size++) {
+                    const size_t n = size ? big : 40000, dof = size ? 0 : 16;
+                    const mxp__cvt_args a = {size, 11, 0xFFFF0000ull * (uint64_t)size};
+                    char what[160];
+                    snprintf(what, sizeof what, "%s float32 -> %s %s sat=%d n=%zu dst+%zu (dense small values)",
+                             tabs[ti]->name, dt_name(d), mode ? "SR" : "RNE", size, n, dof);
+                    run_compare(tabs[ti], d, MXP_FLOAT32, mode, &a, src, n, want, got + dof, what);
+                    checked++;
+                }
+            }
+    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    free(src);
+    free(want);
+    free(got);
+    skip_if_none(checked);
+}
+
 /* Short calls on the streaming path: with the threshold at 1 byte every call streams, so the
  * aligned head (up to 2*VL elements before the first streaming store) can exceed n. Every
  * accelerated float32 <-> narrow entry, n = 0 .. 80, the destination at every offset 0 .. 63
@@ -985,6 +1059,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_streaming_short),
         cmocka_unit_test(test_lone_tiny),
+        cmocka_unit_test(test_dense_tiny),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     if (tolerated)

@@ -484,60 +484,138 @@ PRIM V sr8_codes2(V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint3
 #define MXP_SIMD_SR8_PATCH 1
 PRIM V sr8_patch(V b, uint32_t one, uint32_t code) { return _mm512_mask_set1_epi16(b, (__mmask32)one, (short)code); }
 
-/*
- * sr8_fast2 that also takes the lanes below the normal range: 0 = not stored (a lane overflows,
- * is max finite or above, or NaN), 1 = stored with a lane below the normal range, 2 = stored
- * without one. Taken in a run of up to 32 steps after the fast loop of sr_run failed, as
- * narrow8_fast4t for nearest-even.
- *   - Only +-0 among them (ReLU data): the byte is the sign (an exact value never moves).
- *   - Otherwise, for every lane below 2^(1 - bias) (sr8_tiny_s), in float32 arithmetic with
- *     magic = 2^(24 - bias - m), whose ulp is the subnormal quantum Q = 2^(1 - bias - m):
- *     s = a + magic rounded toward zero ({rz-sae}) has q = floor(a / Q) in its low word (magic's
- *     low 23 bits are zero); t = s - magic = q * Q and the dropped part a - t are exact, and
- *     F = (a - t) * 2^32 / Q, truncated to an integer (VCVTTPS2UDQ), is the top 32 bits of the
- *     dropped part (kernels.h), exact because a - t has at most 24 significant bits. The lane
- *     rounds up iff F + r >= 2^32, i.e. r >u ~F, with the full random word r (the fast path's
- *     words stop before the hash's last step, sr_words_hi). A float32 subnormal (F = 0 in the
- *     reference) counts as 0 under DAZ, and a - t flushed by FTZ is such a value too: the same.
- * With e4m3fn on data over [-8, 8] 6% of 32-element steps have a lane below 2^-6, over
- * [-0.5, 0.5] nearly all; before, such a step took the general path (narrow1).
- */
-PRIM V sr8_tiny_s(V u, V r, int m, int bias)
+/* sr8_fast2zc's constants, loaded once per run from sr8z_tab and pinned: built in the step, gcc
+ * rebuilt six of them in every step; built by broadcasts at the run's start (18 of them, each a
+ * 64-bit immediate and a VPBROADCASTQ), they cost more than the step saved on data that enters
+ * the run every few steps */
+typedef struct sr8zc {
+    V ilo, ihi, absw, low, span, rebw, mad, abs32, one, magic, scale, ms;
+    int Dw;
+} sr8zc;
+/* sr8z_tab[f] for e4m3fn (f = 0: m = 3, bias = 7, max finite code 0x7E) and e5m2 (f = 1: m = 2,
+ * bias = 15, 0x7B), as sr_consts (cvt_simd_impl.h) makes lo, hi and rebias: per row 16 dwords */
+#define SR8Z_X16(v) {v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v}
+#define SR8Z_W2(w) ((((uint32_t)(w)) & 0xFFFFu) * 0x00010001u) /* a word in both halves */
+#define SR8Z_LO(b) ((uint32_t)(128 - (b)) << 23)
+#define SR8Z_REB(b) ((uint32_t)(127 - (b)) << 23)
+#define SR8Z_HI(m, b, mf) (((uint32_t)(mf) << (23 - (m))) + SR8Z_REB(b))
+#define SR8Z_ROWS(m, b, mf)                                                                       \
+    {SR8Z_X16(SR8Z_W2(SR8Z_LO(b) >> 16)),                                                         \
+     SR8Z_X16(SR8Z_W2((SR8Z_HI(m, b, mf) >> 16) - 1u - (SR8Z_LO(b) >> 16))),                      \
+     SR8Z_X16(SR8Z_W2(SR8Z_REB(b) >> 16)), SR8Z_X16(SR8Z_W2(1u | 1u << (7 - (m)) << 8)),          \
+     SR8Z_X16((uint32_t)(127 + 24 - (b) - (m)) << 23), SR8Z_X16((uint32_t)(127 + 31 + (b) + (m)) << 23)}
+enum { SR8Z_LOW, SR8Z_SPAN, SR8Z_REBW, SR8Z_MAD, SR8Z_MAGIC, SR8Z_SCALE, SR8Z_ROWS_N };
+static _Alignas(64) const uint32_t sr8z_tab[2][SR8Z_ROWS_N][16] = {SR8Z_ROWS(3, 7, 0x7Eu), SR8Z_ROWS(2, 15, 0x7Bu)};
+static _Alignas(64) const uint32_t sr8z_com[4][16] = {SR8Z_X16(0x7FFF7FFFu), SR8Z_X16(0x7FFFFFFFu), SR8Z_X16(1u),
+                                                      SR8Z_X16((uint32_t)(127 + 55) << 23)}; /* magic * scale = 2^55 */
+PRIM V sr8z_ld(const uint32_t *row)
 {
-    const __m512 magic = _mm512_castsi512_ps(v_set1((uint32_t)(127 + 24 - bias - m) << 23));
-    const __m512 scale = _mm512_castsi512_ps(v_set1((uint32_t)(127 + 31 + bias + m) << 23));
-    const __m512 a = _mm512_castsi512_ps(v_and(u, v_set1(0x7FFFFFFFu)));
+    V v = _mm512_load_si512((const void *)row);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(v);
+#endif
+    return v;
+}
+/* the constants for D = 20 (e4m3fn) or 21 (e5m2); the tables' addresses go through an empty asm,
+ * since gcc otherwise read their contents and went back to the broadcasts */
+PRIM sr8zc sr8z_consts(int D)
+{
+    const uint32_t *tf = &sr8z_tab[D - 20][0][0], *tc = &sr8z_com[0][0];
+#if defined(__GNUC__) || defined(__clang__)
+    __asm__("" : "+r"(tf), "+r"(tc));
+#endif
+    sr8zc c;
+    c.Dw = D - 16;
+    c.ilo = n8w_ilo();
+    c.ihi = n8w_ihi();
+    c.absw = sr8z_ld(tc);
+    c.abs32 = sr8z_ld(tc + 16);
+    c.one = sr8z_ld(tc + 32);
+    c.ms = sr8z_ld(tc + 48);
+    c.low = sr8z_ld(tf + 16 * SR8Z_LOW);
+    c.span = sr8z_ld(tf + 16 * SR8Z_SPAN);
+    c.rebw = sr8z_ld(tf + 16 * SR8Z_REBW);
+    c.mad = sr8z_ld(tf + 16 * SR8Z_MAD);
+    c.magic = sr8z_ld(tf + 16 * SR8Z_MAGIC);
+    c.scale = sr8z_ld(tf + 16 * SR8Z_SCALE);
+    return c;
+}
+/* sr8w_byte with sr8zc's constants */
+PRIM V sr8z_byte(V u0, V u1, V r0, V r1, const sr8zc *c)
+{
+    const unsigned k = (unsigned)(16 - c->Dw); /* 32 - D */
+    const V t0 = _mm512_add_epi32(u0, k == 12 ? _mm512_srli_epi32(r0, 12) : _mm512_srli_epi32(r0, 11));
+    const V t1 = _mm512_add_epi32(u1, k == 12 ? _mm512_srli_epi32(r1, 12) : _mm512_srli_epi32(r1, 11));
+    const V w = _mm512_permutex2var_epi16(t0, c->ihi, t1);
+    return _mm512_maddubs_epi16(srli16_dw(_mm512_sub_epi16(w, c->rebw), c->Dw), c->mad);
+}
+/*
+ * The codes of 16 lanes below the normal range (low words; the sign not included), rounded
+ * stochastically with the full random words r, in float32 arithmetic with magic = 2^(24 - bias
+ * - m), whose ulp is the subnormal quantum Q = 2^(1 - bias - m), and scale = 2^32 / Q:
+ *   - s = a + magic rounded toward zero ({rz-sae}) has q = floor(a / Q) in its low word (magic's
+ *     low 23 bits are zero), and t = s - magic = q * Q;
+ *   - f = a * scale - t * scale = (a - t) * 2^32 / Q by two FMAs, -(s * scale) + magic * scale
+ *     (= -t * scale) and a * scale + that: every product is exact (powers of two), and each sum
+ *     is exact too (t * scale = q * 2^32; a - t has at most 24 significant bits), so neither
+ *     rounding nor the rounding mode changes it (one FMA fewer than t, a - t and the product as
+ *     three operations);
+ *   - F = f truncated to an integer (VCVTTPS2UDQ) is the top 32 bits of the dropped part
+ *     (kernels.h). The lane rounds up iff F + r >= 2^32, i.e. r >u ~F, with the full random word
+ *     r (the fast path's words stop before the hash's last step, sr_words_hi).
+ * A float32 subnormal (F = 0 in the reference) counts as 0 under DAZ (s = magic, f = 0); without
+ * DAZ, f = a * scale < 2^-85 truncates to 0 as well.
+ */
+PRIM V sr8z_tiny(V u, V r, const sr8zc *c)
+{
+    const __m512 a = _mm512_castsi512_ps(v_and(u, c->abs32)), magic = _mm512_castsi512_ps(c->magic);
+    const __m512 scale = _mm512_castsi512_ps(c->scale);
     const __m512 s = _mm512_add_round_ps(a, magic, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512 t = _mm512_sub_round_ps(s, magic, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_mul_round_ps(_mm512_sub_round_ps(a, t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), scale,
-                                         _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_fmadd_ps(a, scale, _mm512_fnmadd_ps(s, scale, _mm512_castsi512_ps(c->ms)));
     const V F = _mm512_cvttps_epu32(f);
     const V rf = _mm512_xor_si512(r, _mm512_srli_epi32(r, 21)); /* the hash's last step */
     const V sb = _mm512_castps_si512(s);
-    return _mm512_mask_add_epi32(sb, _mm512_cmpgt_epu32_mask(rf, _mm512_xor_si512(F, v_set1(0xFFFFFFFFu))), sb,
-                                 v_set1(1u));
+    /* r >u ~F: ~F by VPTERNLOGD (not A) */
+    return _mm512_mask_add_epi32(sb, _mm512_cmpgt_epu32_mask(rf, _mm512_ternarylogic_epi32(F, F, F, 0x55)), sb,
+                                 c->one);
 }
+/*
+ * sr8_fast2 that also takes the lanes below the normal range (cvt_simd_impl.h's
+ * MXP_SIMD_SR8_FASTZ, here with the constants of a run: MXP_SIMD_SR8_ZC): 0 = not stored (a
+ * lane overflows, is max finite or above, or NaN), else stored. Taken in a run of steps after
+ * the fast loop of sr_run failed, as narrow8_fast4t for nearest-even.
+ *   - zm (the zero mode, for ReLU data): a step whose only lanes outside the normal range are
+ *     +-0 stores their signs (an exact value never moves): 3 when it had such a lane, 2 when it
+ *     had none; a step with other small lanes as below: 1, or 4 when it had a +-0 lane too.
+ *   - Otherwise, or when that fails, every lane below 2^(1 - bias) (+-0 too) takes sr8z_tiny's
+ *     code, without a branch on which lanes: 1 when there was such a lane, 2 when none.
+ * With e4m3fn on data over [-8, 8] 6% of 32-element steps have a lane below 2^-6, over
+ * [-0.5, 0.5] nearly all; before session 13, such a step took the general path (narrow1).
+ */
 #define MXP_SIMD_SR8_FASTZ 1
-PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias, int nt)
+#define MXP_SIMD_SR8_ZC 1
+PRIM int sr8_fast2zc(void *p, V u0, V u1, V r0, V r1, const sr8zc *c, int nt, int zm)
 {
-    const V ihi = n8w_ihi();
-    const V hw = _mm512_permutex2var_epi16(u0, ihi, u1);
-    const V aw = _mm512_and_si512(hw, _mm512_set1_epi16(0x7FFF));
-    /* +-0: both the high word (without the sign) and the low word zero */
-    const V azw = _mm512_or_si512(aw, _mm512_permutex2var_epi16(u0, n8w_ilo(), u1));
-    const __mmask32 z = _mm512_testn_epi16_mask(azw, azw);
-    const __mmask32 out = sr8w_out(aw, lo, hi);
-    if ((out & (__mmask32)~z) == 0) {
-        sr8w_store(p, n8w_zbyte(sr8w_byte(u0, u1, r0, r1, ihi, D, rebias), z, hw), nt);
-        return z != 0 ? 1 : 2;
+    const V hw = _mm512_permutex2var_epi16(u0, c->ihi, u1);
+    const V aw = _mm512_and_si512(hw, c->absw);
+    const __mmask32 out = _mm512_cmpgt_epu16_mask(_mm512_sub_epi16(aw, c->low), c->span);
+    __mmask32 z = 0;
+    if (zm) {
+        /* +-0: both the high word (without the sign) and the low word zero */
+        const V azw = _mm512_or_si512(aw, _mm512_permutex2var_epi16(u0, c->ilo, u1));
+        z = _mm512_testn_epi16_mask(azw, azw);
+        if ((out & (__mmask32)~z) == 0) {
+            sr8w_store(p, n8w_zbyte(sr8z_byte(u0, u1, r0, r1, c), z, hw), nt);
+            return z != 0 ? 3 : 2;
+        }
     }
-    const __mmask32 tn = _mm512_cmpgt_epu16_mask(_mm512_set1_epi16((short)(lo >> 16)), aw);
+    const __mmask32 tn = _mm512_cmpgt_epu16_mask(c->low, aw);
     if ((out & (__mmask32)~tn) != 0) return 0;
-    const int m = 23 - D, bias = m == 3 ? 7 : 15; /* e4m3fn or e5m2 */
-    const V sw = _mm512_permutex2var_epi16(sr8_tiny_s(u0, r0, m, bias), n8w_ilo(), sr8_tiny_s(u1, r1, m, bias));
+    const V sw = _mm512_permutex2var_epi16(sr8z_tiny(u0, r0, c), c->ilo, sr8z_tiny(u1, r1, c));
     const V codes = _mm512_or_si512(sw, n8w_sign(hw));
-    sr8w_store(p, _mm512_mask_mov_epi16(sr8w_byte(u0, u1, r0, r1, ihi, D, rebias), tn, codes), nt);
-    return 1;
+    sr8w_store(p, _mm512_mask_mov_epi16(sr8z_byte(u0, u1, r0, r1, c), tn, codes), nt);
+    if (zm) return z != 0 ? 4 : 1;
+    return tn != 0 ? 1 : 2;
 }
 
 /*

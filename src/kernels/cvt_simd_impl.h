@@ -1133,15 +1133,22 @@ static SIMD_INLINE sr_in sr_load(const unsigned char *q, V x, V step, V khi, V m
 
 #ifdef MXP_SIMD_SR8_FASTZ
 /* A run of sr8_fast2z steps from element i (il: the Weyl states of its indices) while each has
- * a lane below the normal range, at most 32; returns where it stopped.
+ * a lane below the normal range, at most 32; returns where it stopped. ntd: bit 0 nt (streaming),
+ * bit 1 "dense" (sr_run's last run ended fewer than SR8_DENSE steps before this one: data with
+ * many small values; MXP_SIMD_SR8_ZC's tiny mode below).
  * Out of line, one copy per float8 format: inlined into sr_run, its constants and those of
  * sr8_fast2z's subnormal lanes took the registers of the loops around it, which gcc then
  * rebuilt in every step (AMD Zen 5, f32 -> e5m2 stochastic on ReLU data in cache: 0.092 ->
  * 0.105 ns/element). */
+#define SR8_DENSE 4
 static SIMD_INLINE size_t sr8_zrun(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi,
-                                   const sfmt t, int nt)
+                                   const sfmt t, int ntd)
 {
+    const int nt = ntd & 1, dense = ntd >> 1;
+    (void)dense; /* read by MXP_SIMD_SR8_ZC's code only */
+#ifndef MXP_SIMD_SR8_ZC
     const srconst sc = sr_consts(t);
+#endif
     V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2), step = v_set1((uint32_t)VL * MXP__SR_W);
     V step2 = v_set1(2u * (uint32_t)VL * MXP__SR_W);
 #ifdef MXP_SIMD_PIN
@@ -1153,9 +1160,54 @@ static SIMD_INLINE size_t sr8_zrun(unsigned char *d, const unsigned char *s, siz
 #endif
     V x = il;
     const size_t zend = (end - i) / (2 * VL) > 32 ? i + 32 * 2 * VL : end;
+#ifdef MXP_SIMD_SR8_ZC
+    const sr8zc zc = sr8z_consts(23 - t.m);
+    if (nt && i < zend) {
+        /* Streaming, the tiny mode: when the run's first step has small values but no +-0 and
+         * the last run ended fewer than SR8_DENSE steps before (data with many small values),
+         * the steps after it take every lane below the normal range by sr8z_tiny without a
+         * branch on which lanes (the zero mode's branch on "only +-0?" is as random as such
+         * data), and the run stops once it has had as many steps in a row without a small lane
+         * as steps with one (narrow8_tiny_run's rule; stopping at the first such step kept half
+         * the gain). Otherwise, and in cache, the zero mode below. AMD Zen 4, f32 -> e4m3fn
+         * stochastic at 2^26, both builds in one process on the same buffers, eleven
+         * alternating calls, medians: over [-0.5, 0.5] 0.549 -> 0.452 ns/element, N(0, 0.3^2)
+         * 0.565 -> 0.447; N(0, 1), N(0, 4), uniform and ReLU data unchanged (0.98-1.01x).
+         * Without the "dense" condition, every run with small values took it: N(0, 1) went
+         * 0.369 -> 0.384 (bench/RESULTS.md, session 25). */
+        const sr_in in = sr_load(s + 4 * i, x, step, khi, m1, m2, 1);
+        int r = sr8_fast2zc(d + i, in.u0, in.u1, in.r0, in.r1, &zc, 1, 1);
+        if (r == 0) return i;
+        x = v_add(x, step2);
+        i += 2 * VL;
+        if (r == 2) return i;
+        if (r == 1 && dense) {
+            int clean = 0, small = 1;
+            while (i < zend) {
+                const sr_in tin = sr_load(s + 4 * i, x, step, khi, m1, m2, 1);
+                r = sr8_fast2zc(d + i, tin.u0, tin.u1, tin.r0, tin.r1, &zc, 1, 0);
+                if (r == 0) break;
+                x = v_add(x, step2);
+                i += 2 * VL;
+                int r2 = r == 2; /* 0 or 1 */
+#if defined(__GNUC__) || defined(__clang__)
+                __asm__("" : "+r"(r2)); /* opaque, so that no branch is made on it */
+#endif
+                small += 1 - r2;
+                clean = (clean + 1) & -r2;
+                if (clean >= small) break;
+            }
+            return i;
+        }
+    }
+#endif
     while (i < zend) {
         const sr_in in = sr_load(s + 4 * i, x, step, khi, m1, m2, nt);
+#ifdef MXP_SIMD_SR8_ZC
+        const int r = sr8_fast2zc(d + i, in.u0, in.u1, in.r0, in.r1, &zc, nt, 1);
+#else
         const int r = sr8_fast2z(d + i, in.u0, in.u1, in.r0, in.r1, 23 - t.m, sc.lo, sc.hi, sc.rebias, nt);
+#endif
         if (r == 0) break;
         x = v_add(x, step2);
         i += 2 * VL;
@@ -1209,6 +1261,8 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
     /* the Weyl states of the indices lo, lo + 1, ...: W apart, so step = VL * W per vector */
     V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
+    size_t zexit = (size_t)-1; /* where the last sr8_zrun stopped (none yet) */
+    (void)zexit;
     while (i < end) {
         for (; i < end; i += 2 * VL) {
             const sr_in in = sr_load(s + 4 * i, il, step, khi, m1, m2, pf);
@@ -1290,7 +1344,9 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
             /* float8 with lanes below the normal range (ReLU data: +-0 in nearly every step): a
              * run of such steps, then the fast loop again */
             const size_t i0 = i;
-            i = t.m == 3 ? sr8_zrun_e4m3(d, s, i, end, il, khi, nt) : sr8_zrun_e5m2(d, s, i, end, il, khi, nt);
+            const int ntd = nt | (nt && zexit != (size_t)-1 && i - zexit < SR8_DENSE * 2 * VL) << 1;
+            i = t.m == 3 ? sr8_zrun_e4m3(d, s, i, end, il, khi, ntd) : sr8_zrun_e5m2(d, s, i, end, il, khi, ntd);
+            zexit = i;
             if (i != i0) {
                 /* the Weyl states of the indices i0 + k are k * W further on */
                 il = v_add(il, v_set1((uint32_t)(i - i0) * MXP__SR_W));
