@@ -863,14 +863,18 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  *   0.89 -> 0.98. 4096 and 8192 bytes were no better (session 15). Nearest-even bfloat16 (the
  *   VCVTNEPS2BF16 step) went 0.95 -> 0.75 with it, hence MXP_SIMD_PREFETCH_BF16 0; the
  *   widenings were unchanged, hence MXP_SIMD_PREFETCH_WIDEN 0.
- * The runs of zero-aware float8 steps (ReLU data) prefetch on every CPU (cvt_simd_impl.h):
- * the fast loop is left and re-entered every 32 steps there, and on the AMD EPYC Zen 5, 2^26
- * elements, one thread, random ReLU data (half +0), 2048 bytes ahead took f32->e4m3fn from
- * 0.165-0.166 to 0.119-0.121 ns/element and f32->e5m2 from 0.168-0.169 to 0.115-0.118 (the limit:
- * about 0.095), uniform data unchanged (session 13); 6144 bytes ahead, three alternating
- * `--relu` runs, ratio to the limit 2048 -> 6144: f32->e4m3fn 0.79 -> 0.87, sat 0.80 -> 0.87,
- * f32->e5m2 0.80 -> 0.89, sat 0.82 -> 0.94, stochastic e4m3fn 0.71 -> 0.77, e5m2 0.76 -> 0.89
- * (session 15). The zero-aware runs are unmeasured on Zen 4. A build may set another distance
+ * The runs of tiny-aware float8 steps (ReLU data, small values) follow the same choice since
+ * session 25; before, they prefetched on every CPU. On Zen 4 that cost 10-20% (both builds in one
+ * process, 2^26 elements, nine alternating calls, medians, f32 -> e4m3fn nearest-even, with /
+ * without: N(0, 1) data 0.221 / 0.195 ns/element, over [-0.5, 0.5] 0.245 / 0.195, ReLU 0.210 /
+ * 0.183, e5m2 ReLU 0.189 / 0.174; uniform data 0.161 / 0.163; the stochastic runs 0.96-0.99x).
+ * Intel parts, unmeasured, follow Zen 4. Before that, on the AMD EPYC Zen 5 (no prefetch
+ * anywhere else then), 2^26 elements, one thread, random ReLU data (half +0), 2048 bytes ahead
+ * took f32->e4m3fn from 0.165-0.166 to 0.119-0.121 ns/element and f32->e5m2 from 0.168-0.169 to
+ * 0.115-0.118 (the limit: about 0.095), uniform data unchanged (session 13); 6144 bytes ahead,
+ * three alternating `--relu` runs, ratio to the limit 2048 -> 6144: f32->e4m3fn 0.79 -> 0.87,
+ * sat 0.80 -> 0.87, f32->e5m2 0.80 -> 0.89, sat 0.82 -> 0.94, stochastic e4m3fn 0.71 -> 0.77,
+ * e5m2 0.76 -> 0.89 (session 15). A build may set another distance
  * (-DMXP_SIMD_PREFETCH_DIST=BYTES) to measure it. */
 #ifndef MXP_SIMD_PREFETCH_DIST
 #define MXP_SIMD_PREFETCH_DIST 6144

@@ -154,9 +154,9 @@
  * the hardware float16 narrowing, which it slowed down. Three optional switches narrow that:
  * MXP_SIMD_PREFETCH_ON (an expression read at the start of each call: a run-time choice per CPU,
  * default 1), MXP_SIMD_PREFETCH_BF16 and MXP_SIMD_PREFETCH_WIDEN (0: never in the nearest-even
- * bfloat16 narrowing / in the widenings; default 1). The float8 runs of zero-aware steps that
- * follow a failed fast step prefetch whatever MXP_SIMD_PREFETCH_ON says (ReLU data, where the
- * fast loop is left every 32 steps).
+ * bfloat16 narrowing / in the widenings; default 1). The float8 runs of tiny-aware steps that
+ * follow a failed fast step follow MXP_SIMD_PREFETCH_ON too (until session 25 they prefetched
+ * whatever it said; cvt_avx512.c has the numbers).
  */
 #ifndef MIXPREC_CVT_SIMD_IMPL_H
 #define MIXPREC_CVT_SIMD_IMPL_H
@@ -745,7 +745,7 @@ static SIMD_INLINE size_t tiny_run8(unsigned char *d, const unsigned char *s, si
     for (; i + 4 * VL <= zend; i += 4 * VL) {
         const unsigned char *q = s + 4 * i;
 #ifdef MXP_SIMD_PREFETCH
-        if (nt) {
+        if (nt && MXP_SIMD_PREFETCH_ON) {
             for (size_t o = 0; o < 16 * VL; o += 64) MXP_SIMD_PREFETCH(q + o + MXP_SIMD_PREFETCH_DIST);
         }
 #endif
@@ -1144,7 +1144,7 @@ static SIMD_INLINE sr_in sr_load(const unsigned char *q, V x, V step, V khi, V m
 static SIMD_INLINE size_t sr8_zrun(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi,
                                    const sfmt t, int ntd)
 {
-    const int nt = ntd & 1, dense = ntd >> 1;
+    const int nt = ntd & 1, dense = ntd >> 1, zpf = nt && MXP_SIMD_PREFETCH_ON;
     (void)dense; /* read by MXP_SIMD_SR8_ZC's code only */
 #ifndef MXP_SIMD_SR8_ZC
     const srconst sc = sr_consts(t);
@@ -1175,7 +1175,7 @@ static SIMD_INLINE size_t sr8_zrun(unsigned char *d, const unsigned char *s, siz
          * 0.565 -> 0.447; N(0, 1), N(0, 4), uniform and ReLU data unchanged (0.98-1.01x).
          * Without the "dense" condition, every run with small values took it: N(0, 1) went
          * 0.369 -> 0.384 (bench/RESULTS.md, session 25). */
-        const sr_in in = sr_load(s + 4 * i, x, step, khi, m1, m2, 1);
+        const sr_in in = sr_load(s + 4 * i, x, step, khi, m1, m2, zpf);
         int r = sr8_fast2zc(d + i, in.u0, in.u1, in.r0, in.r1, &zc, 1, 1);
         if (r == 0) return i;
         x = v_add(x, step2);
@@ -1184,7 +1184,7 @@ static SIMD_INLINE size_t sr8_zrun(unsigned char *d, const unsigned char *s, siz
         if (r == 1 && dense) {
             int clean = 0, small = 1;
             while (i < zend) {
-                const sr_in tin = sr_load(s + 4 * i, x, step, khi, m1, m2, 1);
+                const sr_in tin = sr_load(s + 4 * i, x, step, khi, m1, m2, zpf);
                 r = sr8_fast2zc(d + i, tin.u0, tin.u1, tin.r0, tin.r1, &zc, 1, 0);
                 if (r == 0) break;
                 x = v_add(x, step2);
@@ -1202,7 +1202,7 @@ static SIMD_INLINE size_t sr8_zrun(unsigned char *d, const unsigned char *s, siz
     }
 #endif
     while (i < zend) {
-        const sr_in in = sr_load(s + 4 * i, x, step, khi, m1, m2, nt);
+        const sr_in in = sr_load(s + 4 * i, x, step, khi, m1, m2, zpf);
 #ifdef MXP_SIMD_SR8_ZC
         const int r = sr8_fast2zc(d + i, in.u0, in.u1, in.r0, in.r1, &zc, nt, 1);
 #else
