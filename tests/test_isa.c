@@ -453,39 +453,119 @@ static void test_streaming(void **state)
     skip_if_none(checked);
 }
 
+/* A float32 below float8's normal range, of kind k (0 .. 7): exact ties of the subnormal quanta
+ * ((2j + 1) * 2^-10 .. 2^-17: halfway cases for e4m3fn and e5m2), values just under 2^-6 and
+ * 2^-14 (which round up to the smallest normal), +-0 (a float32 subnormal when !zeros), a float32
+ * subnormal, random ones down to 2^-30. */
+static uint32_t small8_value(uint32_t sign, uint32_t k, bool zeros)
+{
+    switch (k) {
+    case 0: /* (8 + j) * 2^(e - 3), e = -7 .. -17: the ties of e4m3fn's quantum 2^-9 (e = -7 ..
+             * -10) and e5m2's 2^-16 (e = -15 .. -17) among them */
+        return sign | (uint32_t)(127 - 7 - rnd32() % 11) << 23 | (rnd32() % 8) << 20;
+    case 1: return sign | (0x3C800000u - 1u - rnd32() % 4096u); /* just under 2^-6 */
+    case 2: return sign | (0x38800000u - 1u - rnd32() % 4096u); /* just under 2^-14 */
+    case 3:
+        if (zeros) return sign; /* +-0 */
+        /* fall through */
+    case 4: return sign | (rnd32() & 0x7FFFFFu); /* float32 subnormal */
+    default: return sign | (uint32_t)(127 - 30 + rnd32() % 24) << 23 | (rnd32() & 0x7FFFFFu);
+    }
+}
+/* an overflow (448 exactly is e4m3fn's max finite and takes the general path too), an infinity
+ * or a NaN */
+static uint32_t big8_value(uint32_t sign)
+{
+    static const uint32_t big[] = {0x43E00000u, 0x47800000u, 0x7F800000u, 0x7FC00001u, 0x43E80000u};
+    return sign | big[rnd32() % 5];
+}
+
 /* Float32 data in float8's normal range (|x| in [2^-6, 2^8), both formats; e5m2's top binade
  * there is where the streaming step's scalar code for a lane it then drops shifted by 32 before
- * session 23's clamp, which UBSan builds catch) with, at random
- * places about once per 64 elements, a value below it: exact ties of the subnormal quanta
- * ((2k + 1) * 2^-10 .. 2^-17: halfway cases for e4m3fn and e5m2), values just under 2^-6 and
- * 2^-14 (which round up to the smallest normal), random ones down to 2^-30, +-0 and float32
- * subnormals; and, about once per 4096, an overflow, an infinity or a NaN. The float8 loops
- * take a step with a single small lane in place (its code computed on its own, in scalar code
- * when streaming): each such step has both neighbours in the same call. */
+ * session 23's clamp, which UBSan builds catch) with, at random places about once per 64
+ * elements, a value below it (small8_value), and, about once per 4096, an overflow, an infinity
+ * or a NaN. The float8 loops take a step with a single small lane in place (its code computed on
+ * its own, in scalar code when streaming): each such step has both neighbours in the same call. */
 static void fill_lone_tiny(unsigned char *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         const uint32_t sign = rnd32() & 0x80000000u;
         uint32_t v = sign | (uint32_t)(127 - 6 + rnd32() % 14) << 23 | (rnd32() & 0x7FFFFFu);
         const uint32_t roll = rnd32() % 4096;
-        if (roll < 64) {
-            switch (roll % 8) {
-            case 0: /* (8 + k) * 2^(e - 3), e = -7 .. -17: the ties of e4m3fn's quantum 2^-9
-                     * (e = -7 .. -10) and e5m2's 2^-16 (e = -15 .. -17) among them */
-                v = sign | (uint32_t)(127 - 7 - rnd32() % 11) << 23 | (rnd32() % 8) << 20;
-                break;
-            case 1: v = sign | (0x3C800000u - 1u - rnd32() % 4096u); break; /* just under 2^-6 */
-            case 2: v = sign | (0x38800000u - 1u - rnd32() % 4096u); break; /* just under 2^-14 */
-            case 3: v = sign; break;                                         /* +-0 */
-            case 4: v = sign | (rnd32() & 0x7FFFFFu); break;                 /* float32 subnormal */
-            default: v = sign | (uint32_t)(127 - 30 + rnd32() % 24) << 23 | (rnd32() & 0x7FFFFFu); break;
-            }
-        } else if (roll == 64) {
-            static const uint32_t big[] = {0x43E00000u, 0x47800000u, 0x7F800000u, 0x7FC00001u, 0x43E80000u};
-            v = sign | big[rnd32() % 5];
-        }
+        if (roll < 64) v = small8_value(sign, roll % 8, true);
+        else if (roll == 64) v = big8_value(sign);
         memcpy(p + 4 * i, &v, 4);
     }
+}
+
+/* Float32 data whose density of values below float8's normal range changes every 256 elements
+ * (none, about 1 in 64, 1 in 8, 1 in 2, or all: small8_value; the others in [2^-6, 4)), +-0
+ * only in some stretches, and about once per 8192 an overflow, an infinity or a NaN: the
+ * stochastic float8 runs switch between their modes here (cvt_simd_impl.h's sr8_zrun: the tiny
+ * mode on dense stretches, the zero mode where +-0 comes first) and stop by their counts at the
+ * stretches' edges. */
+static void fill_dense_tiny(unsigned char *p, size_t n)
+{
+    static const uint32_t dens[] = {0, 64, 512, 2048, 4096}; /* small values per 4096 */
+    uint32_t den = 0;
+    bool zeros = false;
+    for (size_t i = 0; i < n; i++) {
+        if (i % 256 == 0) {
+            den = dens[rnd32() % 5];
+            zeros = rnd32() % 4 == 0;
+        }
+        const uint32_t sign = rnd32() & 0x80000000u, roll = rnd32() % 4096;
+        uint32_t v = sign | (uint32_t)(127 - 6 + rnd32() % 8) << 23 | (rnd32() & 0x7FFFFFu);
+        if (roll < den) v = small8_value(sign, rnd32() % 8, zeros);
+        else if (roll == den && rnd32() % 2 == 0) v = big8_value(sign);
+        memcpy(p + 4 * i, &v, 4);
+    }
+}
+
+/* One float32 -> float8 call to check: its source, length, saturation, destination offset,
+ * index0 and what its data is */
+typedef struct f8_case {
+    const unsigned char *src;
+    size_t n;
+    bool sat;
+    size_t dof;
+    uint64_t index0;
+    const char *data;
+} f8_case;
+
+/* Every case through every SIMD table's float32 -> e4m3fn / e5m2 kernels, both rounding modes
+ * (seed 5 + sat), against the scalar table; the streaming threshold at test_nt_threshold(). */
+static void check_f8_cases(const f8_case *cs, int ncs, size_t maxn)
+{
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    unsigned char *want = malloc(maxn), *got = aligned_alloc(64, (maxn + 64 + 63) / 64 * 64);
+    assert_non_null(want);
+    assert_non_null(got);
+    mxp__nt_threshold = test_nt_threshold();
+    int checked = 0;
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
+    static const int fmts[] = {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
+    for (int ti = 0; ti < ntabs; ti++)
+        for (size_t fi = 0; fi < 2; fi++)
+            for (int mode = 0; mode < MXP__NMODES; mode++) {
+                const int d = fmts[fi];
+                if (tabs[ti]->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
+                for (int ci = 0; ci < ncs; ci++) {
+                    const f8_case *c = &cs[ci];
+                    const mxp__cvt_args a = {c->sat, 5 + (uint64_t)c->sat, c->index0};
+                    char what[160];
+                    snprintf(what, sizeof what, "%s float32 -> %s %s sat=%d n=%zu dst+%zu (%s)", tabs[ti]->name,
+                             dt_name(d), mode ? "SR" : "RNE", c->sat, c->n, c->dof, c->data);
+                    run_compare(tabs[ti], d, MXP_FLOAT32, mode, &a, c->src, c->n, want, got + c->dof, what);
+                    checked++;
+                }
+            }
+    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    free(want);
+    free(got);
+    skip_if_none(checked);
 }
 
 /* float32 -> float8 on fill_lone_tiny's data, both rounding modes, in cache (4099 elements, and
@@ -496,81 +576,24 @@ static void test_lone_tiny(void **state)
 {
     (void)state;
     const size_t big = test_nt_threshold() / 5 + 77;
-    const mxp__kernels *ref = mxp__scalar_kernels();
-    unsigned char *src = malloc(4 * big), *want = malloc(big), *got = aligned_alloc(64, (big + 64 + 63) / 64 * 64);
-    assert_non_null(src);
-    assert_non_null(want);
-    assert_non_null(got);
     enum { MID = 40000 };
-    unsigned char *relu = malloc(4 * MID);
+    unsigned char *src = malloc(4 * big), *relu = malloc(4 * MID);
+    assert_non_null(src);
     assert_non_null(relu);
     fill_lone_tiny(src, big);
     fill_mix(relu, MID, 64, true);
-    mxp__nt_threshold = test_nt_threshold();
-    int checked = 0;
-    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
-    mxp__kernels scratch[MXP__ISA_COUNT + 1];
-    const int ntabs = tables_to_check(tabs, scratch);
-    static const int fmts[] = {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
-    for (int ti = 0; ti < ntabs; ti++)
-        for (size_t fi = 0; fi < 2; fi++)
-            for (int mode = 0; mode < MXP__NMODES; mode++) {
-                const int d = fmts[fi];
-                if (tabs[ti]->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
-                for (int size = 0; size < 4; size++)
-                    for (int sat = 0; sat <= 1; sat++) {
-                        static const size_t ns[] = {4099, MID, 0, MID};
-                        const size_t n = size == 2 ? big : ns[size], dof = sat ? 16 : 0;
-                        const mxp__cvt_args a = {sat, 5 + (uint64_t)sat, 0xFFFF0000ull * (uint64_t)(size & 1)};
-                        char what[160];
-                        snprintf(what, sizeof what, "%s float32 -> %s %s sat=%d n=%zu dst+%zu (%s)", tabs[ti]->name,
-                                 dt_name(d), mode ? "SR" : "RNE", sat, n, dof,
-                                 size == 3 ? "ReLU-like" : "lone small values");
-                        run_compare(tabs[ti], d, MXP_FLOAT32, mode, &a, size == 3 ? relu : src, n, want, got + dof,
-                                    what);
-                        checked++;
-                    }
-            }
-    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    f8_case cs[8];
+    int ncs = 0;
+    for (int size = 0; size < 4; size++)
+        for (int sat = 0; sat <= 1; sat++) {
+            static const size_t ns[] = {4099, MID, 0, MID};
+            const f8_case c = {size == 3 ? relu : src, size == 2 ? big : ns[size], sat != 0, sat ? 16u : 0u,
+                               0xFFFF0000ull * (uint64_t)(size & 1), size == 3 ? "ReLU-like" : "lone small values"};
+            cs[ncs++] = c;
+        }
+    check_f8_cases(cs, ncs, big);
     free(relu);
     free(src);
-    free(want);
-    free(got);
-    skip_if_none(checked);
-}
-
-/* Float32 data whose density of values below float8's normal range changes every 256 elements
- * (none, about 1 in 64, 1 in 8, 1 in 2, or all; |x| in [2^-30, 2^-6) with the subnormal quanta's
- * ties and values just under 2^-6 and 2^-14 among them; the others in [2^-6, 4)), +-0 only in
- * some stretches, and about once per 8192 an overflow or a NaN: the stochastic float8 runs
- * switch between their modes here (cvt_simd_impl.h's sr8_zrun: the tiny mode on dense
- * stretches, the zero mode where +-0 comes first) and stop by their counts at the stretches'
- * edges. */
-static void fill_dense_tiny(unsigned char *p, size_t n)
-{
-    static const uint32_t dens[] = {0, 64, 512, 2048, 4096}; /* small values per 4096 */
-    uint32_t den = 0, zeros = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i % 256 == 0) {
-            den = dens[rnd32() % 5];
-            zeros = rnd32() % 4 == 0;
-        }
-        const uint32_t sign = rnd32() & 0x80000000u, roll = rnd32() % 4096;
-        uint32_t v = sign | (uint32_t)(127 - 6 + rnd32() % 8) << 23 | (rnd32() & 0x7FFFFFu);
-        if (roll < den) {
-            switch (rnd32() % 8) {
-            case 0: v = sign | (uint32_t)(127 - 7 - rnd32() % 11) << 23 | (rnd32() % 8) << 20; break; /* ties */
-            case 1: v = sign | (0x3C800000u - 1u - rnd32() % 4096u); break; /* just under 2^-6 */
-            case 2: v = sign | (0x38800000u - 1u - rnd32() % 4096u); break; /* just under 2^-14 */
-            case 3: v = zeros ? sign : sign | (rnd32() & 0x7FFFFFu); break; /* +-0 or a subnormal */
-            default: v = sign | (uint32_t)(127 - 30 + rnd32() % 24) << 23 | (rnd32() & 0x7FFFFFu); break;
-            }
-        } else if (roll == den && rnd32() % 2 == 0) {
-            static const uint32_t big[] = {0x43E80000u, 0x47800000u, 0x7F800000u, 0x7FC00001u};
-            v = sign | big[rnd32() % 4];
-        }
-        memcpy(p + 4 * i, &v, 4);
-    }
 }
 
 /* float32 -> float8 on fill_dense_tiny's data, both rounding modes, streaming (n as in
@@ -579,38 +602,13 @@ static void test_dense_tiny(void **state)
 {
     (void)state;
     const size_t big = test_nt_threshold() / 5 + 77;
-    const mxp__kernels *ref = mxp__scalar_kernels();
-    unsigned char *src = malloc(4 * big), *want = malloc(big), *got = aligned_alloc(64, (big + 64 + 63) / 64 * 64);
+    unsigned char *src = malloc(4 * big);
     assert_non_null(src);
-    assert_non_null(want);
-    assert_non_null(got);
     fill_dense_tiny(src, big);
-    mxp__nt_threshold = test_nt_threshold();
-    int checked = 0;
-    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
-    mxp__kernels scratch[MXP__ISA_COUNT + 1];
-    const int ntabs = tables_to_check(tabs, scratch);
-    static const int fmts[] = {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
-    for (int ti = 0; ti < ntabs; ti++)
-        for (size_t fi = 0; fi < 2; fi++)
-            for (int mode = 0; mode < MXP__NMODES; mode++) {
-                const int d = fmts[fi];
-                if (tabs[ti]->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
-                for (int size = 0; size < 2; size++) {
-                    const size_t n = size ? big : 40000, dof = size ? 0 : 16;
-                    const mxp__cvt_args a = {size, 11, 0xFFFF0000ull * (uint64_t)size};
-                    char what[160];
-                    snprintf(what, sizeof what, "%s float32 -> %s %s sat=%d n=%zu dst+%zu (dense small values)",
-                             tabs[ti]->name, dt_name(d), mode ? "SR" : "RNE", size, n, dof);
-                    run_compare(tabs[ti], d, MXP_FLOAT32, mode, &a, src, n, want, got + dof, what);
-                    checked++;
-                }
-            }
-    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    const f8_case cs[] = {{src, 40000, false, 16, 0, "dense small values"},
+                          {src, big, true, 0, 0xFFFF0000ull, "dense small values"}};
+    check_f8_cases(cs, 2, big);
     free(src);
-    free(want);
-    free(got);
-    skip_if_none(checked);
 }
 
 /* Short calls on the streaming path: with the threshold at 1 byte every call streams, so the
