@@ -455,14 +455,20 @@ PRIM __mmask32 sr8w_out(V aw, uint32_t lo, uint32_t hi)
 #endif
     return _mm512_cmpgt_epu16_mask(_mm512_sub_epi16(aw, l), span);
 }
-/* the 32 codes (word lanes, S << 7 | q for the lanes in range) */
+/* the 32 codes (word lanes, S << 7 | q for the lanes in range), with the constants as vectors:
+ * rebw = rebias >> 16 in every word, mad = n8w_byte's multipliers (sr8z_byte passes its pinned
+ * ones) */
+PRIM V sr8w_byte_v(V u0, V u1, V r0, V r1, V ihi, int D, V rebw, V mad)
+{
+    const V t0 = _mm512_add_epi32(u0, D == 20 ? _mm512_srli_epi32(r0, 12) : _mm512_srli_epi32(r0, 11));
+    const V t1 = _mm512_add_epi32(u1, D == 20 ? _mm512_srli_epi32(r1, 12) : _mm512_srli_epi32(r1, 11));
+    const V w = _mm512_permutex2var_epi16(t0, ihi, t1);
+    return _mm512_maddubs_epi16(srli16_dw(_mm512_sub_epi16(w, rebw), D - 16), mad);
+}
 PRIM V sr8w_byte(V u0, V u1, V r0, V r1, V ihi, int D, uint32_t rebias)
 {
-    const int Dw = D - 16;
-    const V t0 = _mm512_add_epi32(u0, _mm512_srli_epi32(r0, (unsigned)(32 - D)));
-    const V t1 = _mm512_add_epi32(u1, _mm512_srli_epi32(r1, (unsigned)(32 - D)));
-    const V w = _mm512_permutex2var_epi16(t0, ihi, t1);
-    return n8w_byte(srli16_dw(_mm512_sub_epi16(w, _mm512_set1_epi16((short)(rebias >> 16))), Dw), Dw);
+    return sr8w_byte_v(u0, u1, r0, r1, ihi, D, _mm512_set1_epi16((short)(rebias >> 16)),
+                       _mm512_set1_epi16((short)(1 | (1 << (D - 16)) << 8)));
 }
 /* 32 word lanes (< 256) -> 32 bytes at p */
 PRIM void sr8w_store(void *p, V b, int nt)
@@ -543,11 +549,7 @@ PRIM sr8zc sr8z_consts(int D)
 /* sr8w_byte with sr8zc's constants */
 PRIM V sr8z_byte(V u0, V u1, V r0, V r1, const sr8zc *c)
 {
-    const unsigned k = (unsigned)(16 - c->Dw); /* 32 - D */
-    const V t0 = _mm512_add_epi32(u0, k == 12 ? _mm512_srli_epi32(r0, 12) : _mm512_srli_epi32(r0, 11));
-    const V t1 = _mm512_add_epi32(u1, k == 12 ? _mm512_srli_epi32(r1, 12) : _mm512_srli_epi32(r1, 11));
-    const V w = _mm512_permutex2var_epi16(t0, c->ihi, t1);
-    return _mm512_maddubs_epi16(srli16_dw(_mm512_sub_epi16(w, c->rebw), c->Dw), c->mad);
+    return sr8w_byte_v(u0, u1, r0, r1, c->ihi, c->Dw + 16, c->rebw, c->mad);
 }
 /*
  * The codes of 16 lanes below the normal range (low words; the sign not included), rounded

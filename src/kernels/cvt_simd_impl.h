@@ -135,7 +135,11 @@
  *   MXP_SIMD_SR8_FASTZ with sr8_fast2z(same arguments): as sr8_fast2, lanes below the normal
  *                             range (+-0 and subnormal results) accepted too; 0 = not stored,
  *                             1 = stored with such a lane, 2 = without one; tried in a run
- *                             after sr_run's fast loop failed
+ *                             after sr_run's fast loop failed; or, with MXP_SIMD_SR8_ZC,
+ *                             instead of it: zc = sr8z_consts(D) once per run and
+ *                             sr8_fast2zc(p, u0, u1, r0, r1, &zc, nt, zm) (zm: the zero mode;
+ *                             without it the tiny mode of sr8_zrun's streaming runs; the
+ *                             return values in cvt_avx512.c)
  *   MXP_SIMD_NARROW8_SUB with narrow8_sub2(p, x, y, D, add, lo, hi, scale, nt): 2*VL float32 ->
  *                             float8 nearest-even at p when no lane overflows or is NaN (normal
  *                             and subnormal results alike), else false with nothing stored
