@@ -88,6 +88,8 @@ static const conv convs[] = {
     {"f64->f32 SR", MXP_FLOAT32, MXP_FLOAT64, MXP__SR, false},
     {"f16->bf16", MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, false},
     {"bf16->e4m3fn", MXP_FLOAT8_E4M3FN, MXP_BFLOAT16, MXP__RNE, false},
+    {"e4m3fn->bf16", MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP__RNE, false},
+    {"f16->e4m3fn", MXP_FLOAT8_E4M3FN, MXP_FLOAT16, MXP__RNE, false},
 };
 #define NCONVS (sizeof convs / sizeof convs[0])
 
@@ -321,7 +323,7 @@ static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, int th
     char th[16];
     if (run == threads) snprintf(th, sizeof th, "%d%s", threads, spawn ? "s" : "");
     else snprintf(th, sizeof th, "%d>%d", threads, run);
-    work w = {fn, dst, src, n, ib, ob, {c->sat, 42, 0}, run, spawn};
+    work w = {fn, dst, src, n, ib, ob, {c->sat, 42, 0, false}, run, spawn};
     const double ns = bu_time_median(run_work, &w);
     const double base = memcpy_ns(n * ib, n * ob);
     /* the limit on this row's own buffers, right after it (not cached: the VM's speed drifts) */

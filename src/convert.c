@@ -123,7 +123,7 @@ mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src, mxp_dt
     const int mode = o->rounding == MXP_ROUND_STOCHASTIC ? MXP__SR : MXP__RNE;
     chunk whole = {mxp__kernels_active()->cvt[dst_type][src_type][mode],
                    (unsigned char *)dst, (const unsigned char *)src, dsize, ssize, 0, n,
-                   {o->saturate, o->seed, 0}};
+                   {o->saturate, o->seed, 0, false}};
 
     /* How many threads: at most the request, at most one per MIN_PER_THREAD elements. */
     size_t nt = o->threads > 1 ? (size_t)o->threads : 1;

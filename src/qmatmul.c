@@ -98,7 +98,7 @@ static void run(const plan *p)
 {
     const mxp__qmm_ops *o = p->o;
     const bool wide = p->k_ > p->chunk;
-    const mxp__cvt_args args = {false, 0, 0};
+    const mxp__cvt_args args = {false, 0, 0, false};
     const mxp__cvt_fn cvt = p->yt == MXP_FLOAT32 ? NULL : p->k->cvt[p->yt][MXP_FLOAT32][MXP__RNE];
     for (size_t i0 = 0; i0 < p->m; i0 += p->mb) {
         const size_t mbl = p->m - i0 < p->mb ? p->m - i0 : p->mb;

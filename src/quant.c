@@ -196,8 +196,8 @@ typedef struct qjob {
     bool cast_only;         /* the current pass casts groups back to back (no amax pass between) */
 } qjob;
 
-static const mxp__cvt_args SAT = {true, 0, 0};
-static const mxp__cvt_args PLAIN = {false, 0, 0};
+static const mxp__cvt_args SAT = {true, 0, 0, false};
+static const mxp__cvt_args PLAIN = {false, 0, 0, false};
 
 /* float32 elements off .. off + len of x (len <= BLK), in place or widened into buf. */
 static const float *view(const unsigned char *x, mxp_dtype xt, size_t off, size_t len, float *buf,

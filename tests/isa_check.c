@@ -78,7 +78,7 @@ static void sizes_check(const mxp__kernels *k)
                     }
                     for (int sat = 0; sat < 2; sat++)
                         for (size_t j = 0; j < (mode ? sizeof idx / sizeof idx[0] : 1); j++) {
-                            const mxp__cvt_args a = {sat != 0, 0xABCDEFull + n, idx[j]};
+                            const mxp__cvt_args a = {sat != 0, 0xABCDEFull + n, idx[j], false};
                             memset(want, 0xA5, sizeof want);
                             memset(got, 0xA5, sizeof got);
                             ref->cvt[d][s][mode](want, src + so, n, &a);
@@ -116,7 +116,7 @@ static void mixed_check(const mxp__kernels *k)
                     tu_fill_mix(src, n, rates[ri], si == 1, &rng, specials, sizeof specials / 4);
                     for (size_t oi = 0; oi < sizeof dofs / sizeof dofs[0]; oi++)
                         for (int sat = 0; sat < 2; sat++) {
-                            const mxp__cvt_args a = {sat != 0, 99 + ri, 0xFFFFF000ull * (si & 1)};
+                            const mxp__cvt_args a = {sat != 0, 99 + ri, 0xFFFFF000ull * (si & 1), false};
                             ref->cvt[d][MXP_FLOAT32][mode](want, src, n, &a);
                             k->cvt[d][MXP_FLOAT32][mode](got + dofs[oi], src, n, &a);
                             char what[128];
@@ -150,7 +150,7 @@ static void sweep_check(const mxp__kernels *k, int log2n)
                 for (uint64_t b = 0; b < total; b += block) {
                     for (size_t i = 0; i < block; i++)
                         src[i] = (uint32_t)((b + i) * stride + ((b + i) * 0x9E3779B9u) % stride);
-                    const mxp__cvt_args a = {sat != 0, 0x5EEDull, src[0]};
+                    const mxp__cvt_args a = {sat != 0, 0x5EEDull, src[0], false};
                     mxp__scalar_kernels()->cvt[targets[t]][MXP_FLOAT32][mode](want, src, block, &a);
                     k->cvt[targets[t]][MXP_FLOAT32][mode](got, src, block, &a);
                     char what[96];
@@ -184,7 +184,7 @@ static void decode_check(const mxp__kernels *k)
             for (int mode = 0; mode < MXP__NMODES; mode++) {
                 if (k->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
                 for (int v = 0; v < 4; v++) {
-                    const mxp__cvt_args a = {v & 1, 0x5EEDull + (uint64_t)v, v < 2 ? 0 : 0xFFFFFFFFull - 999};
+                    const mxp__cvt_args a = {v & 1, 0x5EEDull + (uint64_t)v, v < 2 ? 0 : 0xFFFFFFFFull - 999, false};
                     ref->cvt[d][s][mode](want, src, n, &a);
                     k->cvt[d][s][mode](got, src, n, &a);
                     char what[96];

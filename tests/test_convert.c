@@ -351,7 +351,7 @@ static void test_every_pair_random(void **state)
                         const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
                         if (!k) continue;
                         path = k->name;
-                        const mxp__cvt_args a = {sat, 77, 0};
+                        const mxp__cvt_args a = {sat, 77, 0, false};
                         k->cvt[d][s][sr ? MXP__SR : MXP__RNE](dst, src, N, &a);
                     }
                     for (size_t i = 0; i < N; i++) {
@@ -521,11 +521,11 @@ static void test_stochastic_reproducible(void **state)
                                    (5ull << 32) - 1};
         const size_t nstarts = isa == MXP__ISA_SCALAR ? 6 : 4;
         for (size_t q = 0; q < nstarts; q++) {
-            const mxp__cvt_args whole = {false, 77, starts[q]};
+            const mxp__cvt_args whole = {false, 77, starts[q], false};
             k->cvt[MXP_FLOAT16][MXP_FLOAT32][MXP__SR](a, src, m, &whole);
             const size_t cuts[] = {0, 1, 7, 64, 999, 2500, 4999, m};
             for (size_t z = 0; z + 1 < sizeof cuts / sizeof cuts[0]; z++) {
-                const mxp__cvt_args part = {false, 77, starts[q] + cuts[z]};
+                const mxp__cvt_args part = {false, 77, starts[q] + cuts[z], false};
                 k->cvt[MXP_FLOAT16][MXP_FLOAT32][MXP__SR](c + cuts[z], src + cuts[z], cuts[z + 1] - cuts[z], &part);
             }
             assert_memory_equal(a, c, m * 2);
@@ -632,7 +632,7 @@ static void test_ftz_daz_independent(void **state)
                 for (int path = 0; path < PATHS; path++) {
                     const mxp__kernels *k = path < MXP__ISA_COUNT ? mxp__kernels_for((mxp__isa_id)path) : NULL;
                     if (path < MXP__ISA_COUNT && !k) continue;
-                    const mxp__cvt_args a = {false, 4, 0};
+                    const mxp__cvt_args a = {false, 4, 0, false};
                     const mxp_convert_opts o = {(mxp_rounding)mode, false, 4, 0};
                     for (int ftz = 0; ftz < 2; ftz++) {
                         unsigned char *out = ftz ? got : want;

@@ -143,7 +143,7 @@ static void test_f32_all_patterns(void **state)
         for (int j = 0; j < NTARGETS; j++) {
             const mxp_dtype d = st[j].d;
             for (int sat = 0; sat < 2; sat++) {
-                const mxp__cvt_args a = {sat != 0, 0, base};
+                const mxp__cvt_args a = {sat != 0, 0, base, false};
                 sk->cvt[d][MXP_FLOAT32][MXP__RNE](out, src, BLOCK, &a);
                 check_block(sat ? "scalar, saturate" : "scalar", &st[j], (uint32_t)base, BLOCK, out,
                             sat != 0);
@@ -188,7 +188,7 @@ static void test_f32_stochastic_sample(void **state)
             size_t cnt = 0;
             for (uint64_t p = start; p < (1ull << 32) && cnt < n; p += stride) src[cnt++] = (uint32_t)p;
             for (int sat = 0; sat < 2; sat++) {
-                const mxp__cvt_args a = {sat != 0, 0xC0FFEEull + start, start};
+                const mxp__cvt_args a = {sat != 0, 0xC0FFEEull + start, start, false};
                 for (size_t i = 0; i < cnt; i++)
                     want[i] = (uint16_t)ref_convert(&t, d, MXP_FLOAT32, src[i], sat != 0, true,
                                                     mxp__sr_bits(a.seed, a.index0 + i));
@@ -228,7 +228,7 @@ static void check_pair_inputs(const mxp__kernels *k, mxp_dtype dst, mxp_dtype sr
     for (int mode = 0; mode < 5; mode++) { /* RNE, RNE+sat, SR x 3 seeds (sat on for the last) */
         const bool sr = mode >= 2;
         const bool sat = mode == 1 || mode == 4;
-        const mxp__cvt_args a = {sat, sr ? seeds[mode - 2] : 0, sr ? (uint64_t)mode << 40 : 0};
+        const mxp__cvt_args a = {sat, sr ? seeds[mode - 2] : 0, sr ? (uint64_t)mode << 40 : 0, false};
         k->cvt[dst][src][sr ? MXP__SR : MXP__RNE](out, in, n, &a);
         for (size_t i = 0; i < n; i++) {
             const uint64_t x = ref_load(in, i, src);

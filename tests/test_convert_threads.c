@@ -63,7 +63,7 @@ static size_t convert_vs_ref(int d, int s, const mxp_convert_opts *o, const unsi
                              unsigned char *got, unsigned char *want)
 {
     const size_t ob = mxp_dtype_size((mxp_dtype)d);
-    const mxp__cvt_args a = {o->saturate, o->seed, 0};
+    const mxp__cvt_args a = {o->saturate, o->seed, 0, false};
     const int mode = o->rounding == MXP_ROUND_STOCHASTIC ? MXP__SR : MXP__RNE;
     mxp__scalar_kernels()->cvt[d][s][mode](want, src, n, &a);
     memset(got, 0xA5, n * ob + 16);

@@ -76,7 +76,7 @@ static uint64_t fill64(void)
     if (k < 5) {
         const uint32_t v = fill32_one();
         uint64_t w;
-        const mxp__cvt_args a = {false, 0, 0};
+        const mxp__cvt_args a = {false, 0, 0, false};
         mxp__scalar_kernels()->cvt[MXP_FLOAT64][MXP_FLOAT32][MXP__RNE](&w, &v, 1, &a);
         const uint64_t a64 = w & 0x7FFFFFFFFFFFFFFFull;
         if (a64 >= 0x7FF0000000000000ull) return w; /* inf / NaN: as they are */
@@ -196,7 +196,7 @@ static int check_table(const mxp__kernels *k)
                             /* fewer index0 values at most sizes keeps the test quick */
                             if (j > 1 && n % 7 != 0 && n < 990) continue;
                             mxp__cvt_args a = {sat != 0, 0x9E3779B97F4A7C15ull ^ (uint64_t)n,
-                                               index0s[j]};
+                                               index0s[j], false};
                             memset(want, 0xA5, ob * n + GUARD);
                             memset(got, 0xA5, ob * n + dof + GUARD);
                             char what[160];
@@ -335,7 +335,7 @@ static int mixed_pass(unsigned char *src, unsigned char *want, unsigned char *go
                         fill_mix(src, n, rates[ri % nrates], relu);
                         for (size_t oi = 0; oi < sizeof dofs / sizeof dofs[0]; oi++)
                             for (int sat = 0; sat <= 1; sat++) {
-                                const mxp__cvt_args a = {sat, 11 + ri, 0xFFFFF000ull * (si & 1)};
+                                const mxp__cvt_args a = {sat, 11 + ri, 0xFFFFF000ull * (si & 1), false};
                                 char what[160];
                                 snprintf(what, sizeof what,
                                          "%s float32 -> %s %s sat=%d n=%zu rate=1/%u%s dst+%zu", k->name,
@@ -424,7 +424,7 @@ static void test_streaming(void **state)
                     if (k->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
                     const size_t ib = dsize(s), ob = dsize(d);
                     /* float32 <-> narrow: the kernels with streaming paths (float64: test_f64;
-                     * narrow <-> narrow is composed in 2048-element blocks, which never stream) */
+                     * the composed narrow <-> narrow entries: test_compose_streaming) */
                     if (ib == 8 || ob == 8 || (ib != 4 && ob != 4)) continue;
                     for (int data = 0; data < (ib == 4 ? 2 : 1); data++) {
                         if (data == 0) fill(src + 2, n, ib);
@@ -435,7 +435,7 @@ static void test_streaming(void **state)
                         static const size_t dofs[2][4] = {{0, 1, 3, 4}, {0, 2, 16, 18}};
                         for (int oi = 0; oi < 4; oi++) {
                             const size_t dof = dofs[data][oi];
-                            const mxp__cvt_args a = {oi & 1, 7, 0xFFFF0000ull};
+                            const mxp__cvt_args a = {oi & 1, 7, 0xFFFF0000ull, false};
                             char what[128];
                             snprintf(what, sizeof what, "%s %s -> %s %s n=%zu dst+%zu%s (streaming)",
                                      k->name, dt_name(s), dt_name(d), mode ? "SR" : "RNE", n, dof,
@@ -447,6 +447,59 @@ static void test_streaming(void **state)
                 }
     }
     mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    free(src);
+    free(want);
+    free(got);
+    skip_if_none(checked);
+}
+
+/* The composed narrow -> narrow entries (cvt_compose.c) on a call large enough to stream: each
+ * 2048-element block's second step stores non-temporally whatever its own n, and the call fences
+ * once at its end. Threshold lowered to 4096 bytes; n = 3 blocks + 123 elements (a partial last
+ * block and the reference's tail); destinations 0, 2, 34 bytes past a 64-byte boundary (aligned
+ * heads of different lengths) and 5 (a 16-bit destination that never lines up: plain stores);
+ * random patterns and mostly-regular values (fill_mix through the reference, so that the
+ * float32 kernels' fast loops and their streaming stores run); both modes, saturate alternating,
+ * index0 straddling 2^32 (each block passes its own index). */
+static void test_compose_streaming(void **state)
+{
+    (void)state;
+    enum { N = 3 * 2048 + 123 };
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    unsigned char *f32 = alloc(4 * N), *src = alloc(2 * N + 8), *want = alloc(2 * N);
+    unsigned char *got = aligned_alloc(64, 2 * N + 64);
+    assert_non_null(got);
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
+    int checked = 0;
+    mxp__nt_threshold = 4096;
+    for (int ti = 0; ti < ntabs; ti++)
+        for (int d = MXP_FLOAT16; d < MXP_FLOAT_DTYPE_COUNT; d++)
+            for (int s = MXP_FLOAT16; s < MXP_FLOAT_DTYPE_COUNT; s++)
+                for (int mode = 0; mode < MXP__NMODES; mode++) {
+                    if (d == s || tabs[ti]->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
+                    static const size_t dofs[] = {0, 2, 34, 5};
+                    for (int oi = 0; oi < 4; oi++) {
+                        const int data = oi & 1;
+                        if (data) {
+                            const mxp__cvt_args plain = {false, 0, 0, false};
+                            fill_mix(f32, N, 64, d >= MXP_FLOAT8_E4M3FN);
+                            ref->cvt[s][MXP_FLOAT32][MXP__RNE](src + 1, f32, N, &plain);
+                        } else {
+                            fill(src + 1, N, dsize(s));
+                        }
+                        const mxp__cvt_args a = {oi >= 2, 3, oi % 3 ? 0xFFFFFFFFull - 2500 : 0, false};
+                        char what[128];
+                        snprintf(what, sizeof what, "%s %s -> %s %s dst+%zu%s (composed, streaming)",
+                                 tabs[ti]->name, dt_name(s), dt_name(d), mode ? "SR" : "RNE", dofs[oi],
+                                 data ? " mostly regular" : "");
+                        run_compare(tabs[ti], d, s, mode, &a, src + 1, N, want, got + dofs[oi], what);
+                        checked++;
+                    }
+                }
+    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    free(f32);
     free(src);
     free(want);
     free(got);
@@ -554,7 +607,7 @@ static void check_f8_cases(const f8_case *cs, int ncs, size_t maxn)
                 if (tabs[ti]->cvt[d][MXP_FLOAT32][mode] == ref->cvt[d][MXP_FLOAT32][mode]) continue;
                 for (int ci = 0; ci < ncs; ci++) {
                     const f8_case *c = &cs[ci];
-                    const mxp__cvt_args a = {c->sat, 5 + (uint64_t)c->sat, c->index0};
+                    const mxp__cvt_args a = {c->sat, 5 + (uint64_t)c->sat, c->index0, false};
                     char what[160];
                     snprintf(what, sizeof what, "%s float32 -> %s %s sat=%d n=%zu dst+%zu (%s)", tabs[ti]->name,
                              dt_name(d), mode ? "SR" : "RNE", c->sat, c->n, c->dof, c->data);
@@ -644,7 +697,7 @@ static void test_streaming_short(void **state)
                         assert_non_null(buf);
                         fill(src, n, ib);
                         for (size_t dof = 0; dof < 64; dof++) {
-                            const mxp__cvt_args a = {dof & 1, 7, 0xFFFF0000ull};
+                            const mxp__cvt_args a = {dof & 1, 7, 0xFFFF0000ull, false};
                             memset(buf, 0xA5, 64 + 64 + NMAX * 4 + 64);
                             char what[128];
                             snprintf(what, sizeof what, "%s %s -> %s %s n=%zu dst+%zu (streaming, short)",
@@ -844,7 +897,7 @@ static void test_sr_boundary(void **state)
                         x = ldexpf((float)(0x100000000ull - r - (uint64_t)(v & 1)), tg[g].q_exp - 32);
                     src[i] = (v & 2) ? -x : x;
                 }
-                const mxp__cvt_args a = {false, seed, 0};
+                const mxp__cvt_args a = {false, seed, 0, false};
                 tabs[ti]->cvt[dt][MXP_FLOAT32][MXP__SR](dst, src, N, &a);
                 checked++;
                 for (size_t i = 0; i < N; i++) {
@@ -901,7 +954,7 @@ static void test_narrow_sources(void **state)
                 for (int mode = 0; mode < MXP__NMODES; mode++) {
                     if (tabs[ti]->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
                     for (int v = 0; v < 4; v += 3) { /* saturate off / on, index0 3 / across 2^32 */
-                        const mxp__cvt_args a = {v & 1, 0x5EED + (uint64_t)v, v < 2 ? 3 : 0xFFFFFFFFull - 999};
+                        const mxp__cvt_args a = {v & 1, 0x5EED + (uint64_t)v, v < 2 ? 3 : 0xFFFFFFFFull - 999, false};
                         char what[128];
                         snprintf(what, sizeof what, "%s %s -> %s %s sat=%d all %zu inputs%s%s", tabs[ti]->name,
                                  dt_name(s), dt_name(d), mode ? "SR" : "RNE", v & 1, n,
@@ -957,7 +1010,7 @@ static void test_f64(void **state)
                         mxp__nt_threshold = pass ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
                         fill(src + so, n, dsize(s));
                         /* index0: also straddling 2^32 (the stochastic kernels re-key there) */
-                        const mxp__cvt_args a = {ci & 1, 99, ci % 3 == 1 ? 0xFFFFFFFFull - 777 : 0x12345};
+                        const mxp__cvt_args a = {ci & 1, 99, ci % 3 == 1 ? 0xFFFFFFFFull - 777 : 0x12345, false};
                         char what[128];
                         snprintf(what, sizeof what, "%s %s -> %s %s sat=%d mxcsr=0x%04x dst+%zu%s", tabs[ti]->name,
                                  dt_name(s), dt_name(d), mode ? "SR" : "RNE", (int)(ci & 1), csrs[ci], dof,
@@ -1010,7 +1063,7 @@ static void test_fenv(void **state)
                     fill(src, N, dsize(s));
                     const mxp_convert_opts o = {mode ? MXP_ROUND_STOCHASTIC : MXP_ROUND_NEAREST_EVEN, v & 1,
                                                 77, v < 2 ? 1 : 2};
-                    const mxp__cvt_args a = {v & 1, 77, 0};
+                    const mxp__cvt_args a = {v & 1, 77, 0, false};
                     ref->cvt[d][s][mode](want, src, N, &a);
                     mxp__convert_min_per_thread = 512;
                     static const unsigned csrs[] = {0x0000u, 0x6000u};
@@ -1056,6 +1109,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fenv),
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_streaming_short),
+        cmocka_unit_test(test_compose_streaming),
         cmocka_unit_test(test_lone_tiny),
         cmocka_unit_test(test_dense_tiny),
     };

@@ -71,7 +71,7 @@ static void *run_job(void *p)
         const uint32_t b = j->stride * g + (tu_fmix32(g) & (j->stride - 1u));
         const uint32_t base = (uint32_t)(b * BLOCK);
         for (size_t i = 0; i < BLOCK; i++) src[i] = base + (uint32_t)i;
-        const mxp__cvt_args a = {j->sat, 0x5EEDull, base};
+        const mxp__cvt_args a = {j->sat, 0x5EEDull, base, false};
         ref(want, src, BLOCK, &a);
         fn(got, src, BLOCK, &a);
         const size_t i = tie_away_first_diff(want, got, src, MXP_FLOAT32, BLOCK, ob, j->dst, j->mode, &j->tolerated);
@@ -127,7 +127,7 @@ static void decode_all(const mxp__kernels *k, int srcd)
     }
     for (int sat = 0; sat < 2; sat++) {
         for (int mode = 0; mode < MXP__NMODES; mode++) {
-            const mxp__cvt_args a = {sat != 0, 1, 0};
+            const mxp__cvt_args a = {sat != 0, 1, 0, false};
             mxp__scalar_kernels()->cvt[MXP_FLOAT32][srcd][mode](want, src, n, &a);
             k->cvt[MXP_FLOAT32][srcd][mode](got, src, n, &a);
             for (size_t i = 0; i < n; i++)
@@ -173,7 +173,7 @@ static void f64_check(const mxp__kernels *k, int dst, const uint64_t *x, size_t 
         for (int sat = 0; sat < 2; sat++) {
             calls++;
             const uint64_t index0 = calls % 4 == 0 ? 0xFFFFFFFFull - n / 2 : tu_fmix32((uint32_t)calls) * 977ull;
-            const mxp__cvt_args a = {sat != 0, mode ? mxp__sr_key(calls, 7) : 1, mode ? index0 : 0};
+            const mxp__cvt_args a = {sat != 0, mode ? mxp__sr_key(calls, 7) : 1, mode ? index0 : 0, false};
             mxp__scalar_kernels()->cvt[dst][MXP_FLOAT64][mode](want, x, n, &a);
             k->cvt[dst][MXP_FLOAT64][mode](got, x, n, &a);
             const size_t i = tie_away_first_diff(want, got, x, MXP_FLOAT64, n, ob, dst, mode, &tolerated);
@@ -211,7 +211,7 @@ static void f64_sweep(const mxp__kernels *k, uint32_t every, size_t pstep)
         for (size_t p = 0; p < npat; p += pstep) {
             double v, w;
             uint64_t pp = p;
-            const mxp__cvt_args a = {false, 0, 0};
+            const mxp__cvt_args a = {false, 0, 0, false};
             mxp__scalar_kernels()->cvt[MXP_FLOAT64][d][MXP__RNE](&v, &pp, 1, &a);
             if (v != v || v - v != 0) continue; /* NaN, inf */
             uint64_t q = p + 1;

@@ -46,7 +46,7 @@ typedef struct job {
     char msg[256]; /* the first mismatch, empty when none */
 } job;
 
-static const mxp__cvt_args SAT = {true, 0, 0};
+static const mxp__cvt_args SAT = {true, 0, 0, false};
 
 static uint32_t ref_amax(const uint32_t *x, size_t n)
 {

@@ -1271,14 +1271,24 @@ static inline __m512i f64_odd16(__m512d x0, __m512d x1)
     const __mmask16 inexact = (__mmask16)((unsigned)e0 | (unsigned)e1 << 8);
     return _mm512_mask_or_epi32(y, inexact, y, _mm512_set1_epi32(1));
 }
-void mxp__f64_to_f32_odd_avx512(uint32_t *dst, const void *src, size_t n)
+PRIM size_t f64_odd_run(uint32_t *dst, const double *s, size_t n, int pf)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512d x0 = _mm512_loadu_pd(s + i);
+        if (pf) _mm_prefetch((const char *)(s + i) + F64Z_PREFETCH, _MM_HINT_T0);
+        const __m512d x1 = _mm512_loadu_pd(s + i + 8);
+        if (pf) _mm_prefetch((const char *)(s + i + 8) + F64Z_PREFETCH, _MM_HINT_T0);
+        _mm512_storeu_si512(dst + i, f64_odd16(x0, x1));
+    }
+    return i;
+}
+void mxp__f64_to_f32_odd_avx512(uint32_t *dst, const void *src, size_t n, int pf)
 {
     const double *s = (const double *)src;
     const unsigned old = _mm_getcsr();
     _mm_setcsr(0x1F80u | 0x6000u); /* every exception masked, toward zero, FTZ and DAZ off */
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_si512(dst + i, f64_odd16(_mm512_loadu_pd(s + i), _mm512_loadu_pd(s + i + 8)));
+    const size_t i = pf && MXP_SIMD_PREFETCH_ON ? f64_odd_run(dst, s, n, 1) : f64_odd_run(dst, s, n, 0);
     if (i < n) {
         const unsigned m = (unsigned)(n - i); /* 1 .. 15 */
         const __mmask8 k0 = (__mmask8)(m >= 8 ? 0xFFu : (1u << m) - 1u);

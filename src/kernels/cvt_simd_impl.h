@@ -1386,7 +1386,7 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
 #ifdef MXP_SIMD_NT_STORE32
     /* n >= 2*VL: the head below (< 2*VL elements) must fit (a test or a caller like the fused
      * quantizers' tails can lower the threshold to a few bytes) */
-    if (n >= 2 * VL && n * (4 + ob) >= MXP_SIMD_NT_THRESHOLD && (uintptr_t)d % ob == 0) {
+    if (n >= 2 * VL && (n * (4 + ob) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % ob == 0) {
         /* streaming stores need an aligned destination: the reference up to the boundary */
         const size_t align = 2 * VL * ob;
         i = (align - (uintptr_t)d % align) % align / ob; /* < 2*VL <= n */
@@ -1430,7 +1430,7 @@ static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const 
         }
     }
 #ifdef MXP_SIMD_NT_STORE32
-    if (nt) MXP_SIMD_NT_FENCE();
+    if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
 #endif
     scalar_tail(t.dt, MXP_FLOAT32, mode, d + ob * i, s + 4 * i, n - i, a, a->index0 + i);
 }
@@ -1520,7 +1520,7 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 #ifdef MXP_SIMD_NT_STORE32
     /* Streaming stores need an aligned destination: the reference up to the boundary (a
      * destination that is not even 4-byte aligned never lines up: plain stores). */
-    if (n >= VL && n * (4 + ib) >= MXP_SIMD_NT_THRESHOLD && (uintptr_t)d % 4 == 0) {
+    if (n >= VL && (n * (4 + ib) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 4 == 0) {
         const size_t align = 4 * VL;
         i = (align - (uintptr_t)d % align) % align / 4; /* < VL <= n */
         scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d, s, i, a, a->index0);
@@ -1535,7 +1535,7 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
     else i = nt ? widen_run(d, s, i, n, t, bf, 0, 1) : widen_run(d, s, i, n, t, bf, 0, 0);
 #endif
 #ifdef MXP_SIMD_NT_STORE32
-    if (nt) MXP_SIMD_NT_FENCE();
+    if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
 #endif
     scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d + 4 * i, s + ib * i, n - i, a, a->index0 + i);
 }

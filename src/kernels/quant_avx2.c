@@ -176,7 +176,7 @@ static inline int any_nan(__m256 y0, __m256 y1, __m256 y2, __m256 y3)
     return _mm256_movemask_ps(u) != 0;
 }
 
-static const mxp__cvt_args SAT = {true, 0, 0};
+static const mxp__cvt_args SAT = {true, 0, 0, false};
 
 /* Elements the vector loop does not take (an unaligned head before streaming, the tail). */
 static uint32_t fp8_encode_part(uint8_t *q, const float *x, size_t n, float s, mxp__cvt_fn slow)

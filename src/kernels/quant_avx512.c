@@ -42,7 +42,7 @@ static uint32_t (*ref_mul_amax)(float *y, const float *x, size_t n, float s);
 static void (*ref_mx_scale)(float *y, uint8_t *e, const float *x, size_t n, int e5m2, int floor);
 static void (*ref_cast_int)(int8_t *q, const float *x, size_t n, float s, int lo, int hi, int pf);
 
-static const mxp__cvt_args SAT = {true, 0, 0};
+static const mxp__cvt_args SAT = {true, 0, 0, false};
 
 /* Prefetch of the next group (as quant_avx2.c's group_prefetch: quant.c walks groups in memory
  * order, a group is first read by its amax pass, and this prefetches the same offset one group

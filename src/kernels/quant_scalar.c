@@ -103,7 +103,7 @@ static void mx_scale_scalar(float *y, uint8_t *e, const float *x, size_t n, int 
     }
 }
 
-static const mxp__cvt_args SAT = {true, 0, 0};
+static const mxp__cvt_args SAT = {true, 0, 0, false};
 enum { QBLK = 256 };
 
 /* The definitions of the fused entries: the product (or the MX scaling) into a block, then
