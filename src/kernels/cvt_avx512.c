@@ -886,6 +886,7 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #define MXP_SIMD_PREFETCH_BF16 0
 #define MXP_SIMD_PREFETCH_WIDEN 0
 
+#define MXP_SIMD_NO_F8_16 1 /* float8 -> float16 / bfloat16: by table, f8w_loop below */
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx512(mxp__kernels *k) { simd_register(k); }
@@ -999,6 +1000,98 @@ void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k)
 {
     k->cvt[MXP_FLOAT8_E4M3FN][MXP_BFLOAT16][MXP__RNE] = cvt_e4m3_bf16__avx512;
     k->cvt[MXP_FLOAT8_E5M2][MXP_BFLOAT16][MXP__RNE] = cvt_e5m2_bf16__avx512;
+}
+
+/*
+ * float8 -> float16 / bfloat16 by table lookup (the generic step, cvt_simd_impl.h's f8_16_loop,
+ * widens through VCVTPH2PS and narrows back: about nine operations per 16 lanes). Every result is
+ * exact, so it is a function of the byte: a 128-entry table of 16-bit results for the magnitude
+ * (sign cleared), two VPERMT2W lookups of 64 entries each (a word index's low six bits pick the
+ * entry) and a blend on the index's bit 6; the sign is the byte's bit 7 moved to bit 15. Seven
+ * operations per 32 lanes. The tables are filled once, at registration, from the scalar
+ * reference (every entry, NaN and, for e5m2 with saturation, +-inf -> +-max included), so a
+ * kernel result differs from the reference only if the lookup is wrong, which the tests check
+ * on all 256 bytes (test_isa's test_narrow_sources).
+ */
+enum { F8W_E4M3_F16, F8W_E5M2_F16, F8W_E5M2_F16_SAT, F8W_E4M3_BF16, F8W_E5M2_BF16, F8W_E5M2_BF16_SAT, F8W_N };
+static _Alignas(64) uint16_t f8w_tab[F8W_N][128];
+
+PRIM V f8w_word(V w, const V tb[4])
+{
+    const V lo = _mm512_permutex2var_epi16(tb[0], w, tb[1]), hi = _mm512_permutex2var_epi16(tb[2], w, tb[3]);
+    const V r = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
+    /* r | (w << 8 & 0x8000): the sign */
+    return _mm512_ternarylogic_epi32(r, _mm512_slli_epi16(w, 8), _mm512_set1_epi16((short)0x8000), 0xF8);
+}
+static SIMD_INLINE size_t f8w_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const uint16_t *tab,
+                                  int nt)
+{
+    const V tb[4] = {_mm512_load_si512(tab), _mm512_load_si512(tab + 32), _mm512_load_si512(tab + 64),
+                     _mm512_load_si512(tab + 96)};
+    for (; i + 64 <= n; i += 64) {
+        const V r0 = f8w_word(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(s + i))), tb);
+        const V r1 = f8w_word(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(s + i + 32))), tb);
+        if (nt) {
+            MXP__STREAM512(d + 2 * i, r0);
+            MXP__STREAM512(d + 2 * i + 64, r1);
+        } else {
+            _mm512_storeu_si512(d + 2 * i, r0);
+            _mm512_storeu_si512(d + 2 * i + 64, r1);
+        }
+    }
+    return i;
+}
+static SIMD_INLINE void f8w_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, mxp_dtype to,
+                                 mxp_dtype from)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    const int e5 = from == MXP_FLOAT8_E5M2;
+    const uint16_t *tab = f8w_tab[(to == MXP_BFLOAT16 ? F8W_E4M3_BF16 : F8W_E4M3_F16) + (e5 ? 1 + a->saturate : 0)];
+    size_t i = 0;
+    if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
+        i = (64 - (uintptr_t)d % 64) % 64 / 2; /* < 32: the reference up to the 64-byte boundary */
+        scalar_tail(to, from, MXP__RNE, d, s, i, a, a->index0);
+        i = f8w_run(d, s, i, n, tab, 1);
+        if (!a->stream) _mm_sfence(); /* a->stream: the caller fences */
+    } else {
+        i = f8w_run(d, s, i, n, tab, 0);
+    }
+    scalar_tail(to, from, MXP__RNE, d + 2 * i, s + i, n - i, a, a->index0 + i);
+}
+#define F8W(name, to, from)                                                                    \
+    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
+    {                                                                                          \
+        f8w_loop(dst, src, n, a, to, from);                                                    \
+    }
+F8W(cvt_f16_e4m3_tab__avx512, MXP_FLOAT16, MXP_FLOAT8_E4M3FN)
+F8W(cvt_f16_e5m2_tab__avx512, MXP_FLOAT16, MXP_FLOAT8_E5M2)
+F8W(cvt_bf16_e4m3_tab__avx512, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN)
+F8W(cvt_bf16_e5m2_tab__avx512, MXP_BFLOAT16, MXP_FLOAT8_E5M2)
+void mxp__cvt_register_avx512_f8_16(mxp__kernels *k)
+{
+    static const struct {
+        mxp_dtype to, from;
+        bool sat;
+    } kinds[F8W_N] = {{MXP_FLOAT16, MXP_FLOAT8_E4M3FN, false},  {MXP_FLOAT16, MXP_FLOAT8_E5M2, false},
+                      {MXP_FLOAT16, MXP_FLOAT8_E5M2, true},      {MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, false},
+                      {MXP_BFLOAT16, MXP_FLOAT8_E5M2, false},    {MXP_BFLOAT16, MXP_FLOAT8_E5M2, true}};
+    /* the reference's kernels from a table of our own: mxp__scalar_kernels() would wait for the
+     * dispatcher's initialisation, which is what calls this */
+    static mxp__kernels ref;
+    mxp__cvt_register_scalar(&ref);
+    unsigned char bytes[128];
+    for (int b = 0; b < 128; b++) bytes[b] = (unsigned char)b;
+    for (int j = 0; j < F8W_N; j++) {
+        const mxp__cvt_args a = {kinds[j].sat, 0, 0, false};
+        ref.cvt[kinds[j].to][kinds[j].from][MXP__RNE](f8w_tab[j], bytes, 128, &a);
+    }
+    for (int mode = 0; mode < MXP__NMODES; mode++) {
+        k->cvt[MXP_FLOAT16][MXP_FLOAT8_E4M3FN][mode] = cvt_f16_e4m3_tab__avx512;
+        k->cvt[MXP_FLOAT16][MXP_FLOAT8_E5M2][mode] = cvt_f16_e5m2_tab__avx512;
+        k->cvt[MXP_BFLOAT16][MXP_FLOAT8_E4M3FN][mode] = cvt_bf16_e4m3_tab__avx512;
+        k->cvt[MXP_BFLOAT16][MXP_FLOAT8_E5M2][mode] = cvt_bf16_e5m2_tab__avx512;
+    }
 }
 
 /* float32 -> bfloat16 nearest-even with VCVTNEPS2BF16 (bf16_hw2); stochastic rounding keeps

@@ -144,6 +144,16 @@ EMU_FN simde__m512i emu_mm512_cvtepu8_epi32(simde__m128i a)
     return emu_vec32(r);
 }
 
+/* VPMOVZXBW: 32 bytes zero-extended to words */
+EMU_FN simde__m512i emu_mm512_cvtepu8_epi16(simde__m256i a)
+{
+    uint8_t b[32];
+    memcpy(b, &a, sizeof b);
+    emu_u16x32 r;
+    for (int i = 0; i < 32; i++) r.v[i] = b[i];
+    return emu_vec16(r);
+}
+
 /* VPMOVDB: each dword truncated to its low byte */
 EMU_FN simde__m128i emu_mm512_cvtepi32_epi8(simde__m512i a)
 {
@@ -275,6 +285,7 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #undef _mm512_cvtepu16_epi32
 #undef _mm512_cvtepi32_ps
 #undef _mm512_cvtepu8_epi32
+#undef _mm512_cvtepu8_epi16
 #undef _mm512_cvtepi32_epi8
 #undef _mm512_stream_si512
 #undef _mm512_cvtps_ph
@@ -299,6 +310,7 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #define _mm512_cvtepu16_epi32 emu_mm512_cvtepu16_epi32
 #define _mm512_cvtepi32_ps emu_mm512_cvtepi32_ps
 #define _mm512_cvtepu8_epi32 emu_mm512_cvtepu8_epi32
+#define _mm512_cvtepu8_epi16 emu_mm512_cvtepu8_epi16
 #define _mm512_cvtepi32_epi8 emu_mm512_cvtepi32_epi8
 #define _mm512_stream_si512 emu_mm512_stream_si512
 #define _mm512_cvtps_ph emu_mm512_cvtps_ph
