@@ -3,8 +3,8 @@
  * table's own float32 kernels through a float32 buffer that stays in L1.
  *
  * The ISA files accelerate float32 <-> float16 / bfloat16 / float8 (and on x86 float64 <->
- * float32; on AVX-512 also bfloat16 -> float8 and, with AVX512_BF16, float16 -> bfloat16
- * nearest-even, registered after these and replacing them, cvt_avx512.c). Every other pair
+ * float32; float8 -> float16 / bfloat16, exact; on AVX-512 also bfloat16 -> float8 and, with
+ * AVX512_BF16, float16 -> bfloat16 nearest-even; all registered after these and replacing them). Every other pair
  * used to run the scalar reference at 2-8 ns per element, twenty to eighty times slower than
  * its float32 neighbours. Each is now two kernel calls per block of
  * BLOCK elements, and the composition is exact, i.e. bit-identical to the reference:
@@ -20,16 +20,21 @@
  *    (NEON) keeps the scalar entries for float64 sources.
  * Threads: mxp_convert_ex splits calls as for any entry; BLOCK bounds the stack use (8 KB).
  *
- * Large calls (n * (input + output bytes) >= mxp__nt_threshold) stream: every block's second
- * step gets args.stream, so it stores non-temporally although its own n is small, and leaves the
- * fence to this function, which fences once after the last block (a fence per block waited for
- * every block's stores to drain: with it, e5m2 -> bfloat16 at 2^26 got 1.6x slower). A float64
- * source's round-to-odd step is told to prefetch (it does where the CPU's choice says so,
- * mxp__avx512_prefetch). AMD Zen 4, avx512, 2^26 elements, one process timing both builds
- * alternately (medians of 15-25 calls), before / after: e4m3fn -> float16 0.217 / 0.114
- * ns/element, e5m2 -> bfloat16 0.243 / 0.165, bfloat16 -> float16 0.326 / 0.249, float64 ->
- * float16 0.504 / 0.439, float64 -> bfloat16 0.422 / 0.392, float64 -> e4m3fn 0.367 / 0.363
- * (bench/RESULTS.md, session 26). The prefetch in the round-to-odd step cost Zen 4 8-17%.
+ * Large calls (n * (input + output bytes) >= mxp__nt_threshold) into a 16-bit or float64 format
+ * stream: every block's second step gets args.stream, so it stores non-temporally although its
+ * own n is small, and leaves the fence to this function, which fences once after the last block
+ * (a fence per block waited for every block's stores to drain: e5m2 -> bfloat16 at 2^26 got 1.6x
+ * slower). Into float8 they do not: the float32 -> float8 kernels' streaming steps are built to
+ * hide memory latency and are slower on a source in L1 (session 23), and a byte per element saves
+ * little read-for-ownership; float16 -> e5m2 at 2^26 was 1.3-1.8x slower streamed (six
+ * processes). A float64 source's round-to-odd step is told to prefetch (it does where the CPU's
+ * choice says so, mxp__avx512_prefetch; on Zen 4 the prefetch cost 8-17%). AMD Zen 4, avx512,
+ * 2^26 elements, a harness timing both builds alternately in one process (medians of 9-25 calls;
+ * the composed paths' times also move by up to 1.5x from one process to the next), before /
+ * after: e5m2 -> bfloat16 0.243 / 0.165 ns/element, bfloat16 ->
+ * float16 0.63x (median of eight processes), float64 -> float16 0.83-0.88x (four), float64 ->
+ * bfloat16 0.89-1.00x (bench/RESULTS.md, session 26). The float8 -> float16 / bfloat16 pairs
+ * no longer come here on x86 (cvt_simd_impl.h's f8_16_loop, cvt_avx512.c's f8w_loop).
  */
 #include <stdint.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -53,8 +58,9 @@ static void via_f32(int isa, int d, int s, int mode, void *dst, const void *src,
     unsigned char *dp = (unsigned char *)dst;
     const size_t ib = dt_bytes[s], ob = dt_bytes[d];
     const mxp__cvt_args exact = {false, a->seed, a->index0, false};
-    /* a call large enough to stream streams every block's second step (its own n is small) */
-    const bool stream = a->stream || n * (ib + ob) >= mxp__nt_threshold;
+    /* a call large enough to stream streams every block's second step (its own n is small),
+     * except into float8 (see above) */
+    const bool stream = a->stream || (ob >= 2 && n * (ib + ob) >= mxp__nt_threshold);
     uint32_t tmp[BLOCK];
     for (size_t i = 0; i < n; i += BLOCK) {
         const size_t m = n - i < BLOCK ? n - i : BLOCK;
