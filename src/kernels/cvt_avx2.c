@@ -573,4 +573,4 @@ PRIM bool hw_e4m3_nan4(const void *p)
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx2(mxp__kernels *k) { simd_register(k); }
-void mxp__cvt_register_avx2_f8_16(mxp__kernels *k) { simd_register_f8_16(k); }
+void mxp__cvt_register_avx2_to16(mxp__kernels *k) { simd_register_to16(k); }

@@ -890,6 +890,7 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx512(mxp__kernels *k) { simd_register(k); }
+void mxp__cvt_register_avx512_to16(mxp__kernels *k) { simd_register_to16(k); }
 
 /*
  * bfloat16 -> float8 nearest-even, direct (the composed path, cvt_compose.c, widens blocks to
@@ -1003,7 +1004,7 @@ void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k)
 }
 
 /*
- * float8 -> float16 / bfloat16 by table lookup (the generic step, cvt_simd_impl.h's f8_16_loop,
+ * float8 -> float16 / bfloat16 by table lookup (the generic step, cvt_simd_impl.h's to16_loop,
  * widens through VCVTPH2PS and narrows back: about nine operations per 16 lanes). Every result is
  * exact, so it is a function of the byte: a 128-entry table of 16-bit results for the magnitude
  * (sign cleared), two VPERMT2W lookups of 64 entries each (a word index's low six bits pick the

@@ -34,7 +34,7 @@
  * after: e5m2 -> bfloat16 0.243 / 0.165 ns/element, bfloat16 ->
  * float16 0.63x (median of eight processes), float64 -> float16 0.83-0.88x (four), float64 ->
  * bfloat16 0.89-1.00x (bench/RESULTS.md, session 26). The float8 -> float16 / bfloat16 pairs
- * no longer come here on x86 (cvt_simd_impl.h's f8_16_loop, cvt_avx512.c's f8w_loop).
+ * no longer come here on x86 (cvt_simd_impl.h's to16_loop, cvt_avx512.c's f8w_loop).
  */
 #include <stdint.h>
 #if defined(__x86_64__) || defined(__i386__)

@@ -1540,20 +1540,21 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
     scalar_tail(MXP_FLOAT32, t.dt, MXP__RNE, d + 4 * i, s + ib * i, n - i, a, a->index0 + i);
 }
 
-#if defined(MXP_SIMD_HW_F16) && !defined(MXP_SIMD_NO_F8_16)
+#ifdef MXP_SIMD_HW_F16
 /*
- * float8 -> float16 / bfloat16. Every float8 value is a float16 and a
- * bfloat16 (e4m3fn: 2^-9 .. 448, e5m2: 2^-16 .. 57344, 2 and 3 significant bits), so the
- * composed path (widen to float32, cvt_compose.c, then round) only ever rounds exactly, and a
- * direct step does the same without the float32 block: widen_one (exact, NaN quiet with its
- * payload, as the reference widens), then bfloat16 = the high half (exact: the low half is zero;
- * a quiet NaN keeps its quiet bit and the payload's top bits, the reference's NaN rule; sat:
- * widen_one already made e5m2's +-inf +-FLT_MAX, whose high half is bfloat16's max) or float16 =
- * hw_f16_st2 (exact for these values; NaN as the reference, see above; sat: +-inf -> +-max).
+ * float8 -> float16 / bfloat16 and bfloat16 -> float16 nearest-even without the float32 block of
+ * the composed path (cvt_compose.c: widen to float32, then round): widen_one (exact, NaN quiet
+ * with its payload, as the reference widens), then
+ *  - float16: hw_f16_st2, the float32 -> float16 nearest-even step (one rounding of the exact
+ *    value: the reference's result, NaN included; sat: +-inf results -> +-max);
+ *  - bfloat16 (float8 sources only): the high half. Every float8 value is a bfloat16 (and a
+ *    float16: e4m3fn 2^-9 .. 448, e5m2 2^-16 .. 57344, 2 and 3 significant bits), so the low half
+ *    is zero; a quiet NaN keeps its quiet bit and the payload's top bits, the reference's NaN
+ *    rule; sat: widen_one already made e5m2's +-inf +-FLT_MAX, whose high half is bfloat16's max.
  * e4m3fn has no infinity, so saturation changes nothing for it. 2*VL elements per step, the
  * reference for the tail (and, streaming, for the head up to the 4*VL-byte boundary).
  */
-PRIM void f8_16_st2(unsigned char *p, V x, V y, int bf, int sat, int nt) /* x, y: float32 bits */
+PRIM void to16_st2(unsigned char *p, V x, V y, int bf, int sat, int nt) /* x, y: float32 bits */
 {
     if (bf) {
 #ifdef MXP_SIMD_NT_STORE32
@@ -1566,35 +1567,40 @@ PRIM void f8_16_st2(unsigned char *p, V x, V y, int bf, int sat, int nt) /* x, y
         hw_f16_st2(p, x, y, sat, nt);
     }
 }
-static SIMD_INLINE size_t f8_16_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
-                                    int bf, int sat, int nt)
+static SIMD_INLINE size_t to16_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
+                                   int bf, int sat, int nt)
 {
+    const size_t ib = (size_t)t.bits / 8;
+    const int sbf = t.dt == MXP_BFLOAT16;
     const int wsat = bf && sat; /* bfloat16: +-inf -> +-FLT_MAX in the widening; float16: hw_f16_st2 */
     for (; i + 2 * VL <= n; i += 2 * VL) {
 #ifdef MXP_SIMD_HW_E4M3
         /* e4m3fn: 4*VL bytes without a NaN skip the NaN fix-up, as widen_run does */
         if (t.dt == MXP_FLOAT8_E4M3FN && i + 4 * VL <= n && !hw_e4m3_nan4(s + i)) {
-            f8_16_st2(d + 2 * i, hw_e4m3_ld_nonan(s + i), hw_e4m3_ld_nonan(s + i + VL), bf, sat, nt);
-            f8_16_st2(d + 2 * i + 4 * VL, hw_e4m3_ld_nonan(s + i + 2 * VL), hw_e4m3_ld_nonan(s + i + 3 * VL), bf,
-                      sat, nt);
+            to16_st2(d + 2 * i, hw_e4m3_ld_nonan(s + i), hw_e4m3_ld_nonan(s + i + VL), bf, sat, nt);
+            to16_st2(d + 2 * i + 4 * VL, hw_e4m3_ld_nonan(s + i + 2 * VL), hw_e4m3_ld_nonan(s + i + 3 * VL), bf,
+                     sat, nt);
             i += 2 * VL;
             continue;
         }
 #endif
-        f8_16_st2(d + 2 * i, widen_one(s + i, t, 0, wsat), widen_one(s + i + VL, t, 0, wsat), bf, sat, nt);
+        to16_st2(d + 2 * i, widen_one(s + ib * i, t, sbf, wsat), widen_one(s + ib * (i + VL), t, sbf, wsat), bf,
+                 sat, nt);
     }
     return i;
 }
-static SIMD_INLINE void f8_16_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt t,
-                                   mxp_dtype to)
+/* source format t -> `to` (float16, or bfloat16 from float8), nearest-even */
+static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt t,
+                                  mxp_dtype to)
 {
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
-    const int bf = to == MXP_BFLOAT16, sat = a->saturate && t.dt == MXP_FLOAT8_E5M2;
+    const size_t ib = (size_t)t.bits / 8;
+    const int bf = to == MXP_BFLOAT16, sat = a->saturate && t.dt != MXP_FLOAT8_E4M3FN;
     size_t i = 0;
     int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32
-    if (n >= 2 * VL && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
+    if (n >= 2 * VL && (n * (ib + 2) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
         const size_t align = 4 * VL;
         i = (align - (uintptr_t)d % align) % align / 2; /* < 2*VL <= n */
         scalar_tail(to, t.dt, MXP__RNE, d, s, i, a, a->index0);
@@ -1602,20 +1608,20 @@ static SIMD_INLINE void f8_16_loop(void *dst, const void *src, size_t n, const m
     }
 #endif
 #ifdef MXP_SIMD_NO_SPECIALISE
-    i = f8_16_run(d, s, i, n, t, bf, sat, nt);
+    i = to16_run(d, s, i, n, t, bf, sat, nt);
 #else
     if (bf) {
-        if (sat) i = nt ? f8_16_run(d, s, i, n, t, 1, 1, 1) : f8_16_run(d, s, i, n, t, 1, 1, 0);
-        else i = nt ? f8_16_run(d, s, i, n, t, 1, 0, 1) : f8_16_run(d, s, i, n, t, 1, 0, 0);
+        if (sat) i = nt ? to16_run(d, s, i, n, t, 1, 1, 1) : to16_run(d, s, i, n, t, 1, 1, 0);
+        else i = nt ? to16_run(d, s, i, n, t, 1, 0, 1) : to16_run(d, s, i, n, t, 1, 0, 0);
     } else {
-        if (sat) i = nt ? f8_16_run(d, s, i, n, t, 0, 1, 1) : f8_16_run(d, s, i, n, t, 0, 1, 0);
-        else i = nt ? f8_16_run(d, s, i, n, t, 0, 0, 1) : f8_16_run(d, s, i, n, t, 0, 0, 0);
+        if (sat) i = nt ? to16_run(d, s, i, n, t, 0, 1, 1) : to16_run(d, s, i, n, t, 0, 1, 0);
+        else i = nt ? to16_run(d, s, i, n, t, 0, 0, 1) : to16_run(d, s, i, n, t, 0, 0, 0);
     }
 #endif
 #ifdef MXP_SIMD_NT_STORE32
     if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
 #endif
-    scalar_tail(to, t.dt, MXP__RNE, d + 2 * i, s + i, n - i, a, a->index0 + i);
+    scalar_tail(to, t.dt, MXP__RNE, d + 2 * i, s + ib * i, n - i, a, a->index0 + i);
 }
 #endif
 
@@ -1649,16 +1655,19 @@ SIMD_WIDEN(cvt_f32_f16, SF_F16, 0)
 SIMD_WIDEN(cvt_f32_bf16, SF_BF16, 1)
 SIMD_WIDEN(cvt_f32_e4m3, SF_E4M3, 0)
 SIMD_WIDEN(cvt_f32_e5m2, SF_E5M2, 0)
-#if defined(MXP_SIMD_HW_F16) && !defined(MXP_SIMD_NO_F8_16)
-#define SIMD_F8_16(base, F, to)                                                                \
+#ifdef MXP_SIMD_HW_F16
+#define SIMD_TO16(base, F, to)                                                                 \
     static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
     {                                                                                          \
-        f8_16_loop(dst, src, n, a, F, to);                                                     \
+        to16_loop(dst, src, n, a, F, to);                                                      \
     }
-SIMD_F8_16(cvt_f16_e4m3, SF_E4M3, MXP_FLOAT16)
-SIMD_F8_16(cvt_f16_e5m2, SF_E5M2, MXP_FLOAT16)
-SIMD_F8_16(cvt_bf16_e4m3, SF_E4M3, MXP_BFLOAT16)
-SIMD_F8_16(cvt_bf16_e5m2, SF_E5M2, MXP_BFLOAT16)
+SIMD_TO16(cvt_f16_bf16, SF_BF16, MXP_FLOAT16)
+#ifndef MXP_SIMD_NO_F8_16
+SIMD_TO16(cvt_f16_e4m3, SF_E4M3, MXP_FLOAT16)
+SIMD_TO16(cvt_f16_e5m2, SF_E5M2, MXP_FLOAT16)
+SIMD_TO16(cvt_bf16_e4m3, SF_E4M3, MXP_BFLOAT16)
+SIMD_TO16(cvt_bf16_e5m2, SF_E5M2, MXP_BFLOAT16)
+#endif
 #endif
 
 /* Fill the 16 float32 <-> narrow entries (widening: the same exact kernel for both modes). */
@@ -1680,17 +1689,21 @@ static void simd_register(mxp__kernels *k)
 #undef SIMD_SET
 }
 
-#if defined(MXP_SIMD_HW_F16) && !defined(MXP_SIMD_NO_F8_16)
-/* The float8 -> float16 / bfloat16 entries (exact: one kernel for both modes). Registered after
- * cvt_compose.c's, which they replace (dispatch.c). */
-static void simd_register_f8_16(mxp__kernels *k)
+#ifdef MXP_SIMD_HW_F16
+/* The float8 -> float16 / bfloat16 entries (exact: one kernel for both modes; unless the ISA file
+ * has its own, MXP_SIMD_NO_F8_16) and bfloat16 -> float16 nearest-even (stochastic rounding stays
+ * composed). Registered after cvt_compose.c's, which they replace (dispatch.c). */
+static void simd_register_to16(mxp__kernels *k)
 {
+    k->cvt[MXP_FLOAT16][MXP_BFLOAT16][MXP__RNE] = SIMD_FN(cvt_f16_bf16);
+#ifndef MXP_SIMD_NO_F8_16
     static const mxp__cvt_fn fns[2][2] = {{SIMD_FN(cvt_f16_e4m3), SIMD_FN(cvt_f16_e5m2)},
                                           {SIMD_FN(cvt_bf16_e4m3), SIMD_FN(cvt_bf16_e5m2)}};
     for (int to = 0; to < 2; to++)
         for (int f = 0; f < 2; f++)
             for (int mode = 0; mode < MXP__NMODES; mode++)
                 k->cvt[to ? MXP_BFLOAT16 : MXP_FLOAT16][f ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN][mode] = fns[to][f];
+#endif
 }
 #endif
 
