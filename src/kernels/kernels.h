@@ -199,7 +199,8 @@ void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
  * mxp__cvt_register_compose, whose entries it replaces */
 void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k);
 /* float8 -> float16 / bfloat16 and bfloat16 -> float16 nearest-even without the float32 block
- * (cvt_simd_impl.h's to16_loop; cvt_avx512.c's float8 ones by table); after
+ * (cvt_simd_impl.h's to16_loop); on AVX-512 (mxp__cvt_register_avx512_f8_16) the float8 ones by
+ * table and float16 -> float8 nearest-even on 16-bit lanes (cvt_avx512.c); after
  * mxp__cvt_register_compose, whose entries they replace */
 void mxp__cvt_register_avx2_to16(mxp__kernels *k);
 void mxp__cvt_register_avx512_to16(mxp__kernels *k);
