@@ -90,6 +90,7 @@ static const conv convs[] = {
     {"bf16->e4m3fn", MXP_FLOAT8_E4M3FN, MXP_BFLOAT16, MXP__RNE, false},
     {"e4m3fn->bf16", MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP__RNE, false},
     {"f16->e4m3fn", MXP_FLOAT8_E4M3FN, MXP_FLOAT16, MXP__RNE, false},
+    {"bf16->f16", MXP_FLOAT16, MXP_BFLOAT16, MXP__RNE, false},
 };
 #define NCONVS (sizeof convs / sizeof convs[0])
 
