@@ -573,4 +573,103 @@ PRIM bool hw_e4m3_nan4(const void *p)
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx2(mxp__kernels *k) { simd_register(k); }
-void mxp__cvt_register_avx2_to16(mxp__kernels *k) { simd_register_to16(k); }
+
+/*
+ * float16 -> float8 nearest-even on 16-bit lanes, 32 elements per step: cvt_avx512.c's
+ * f16_e5m2_w / f16_e4m3_w / f16_e4m3_tiny (the rules are explained there) on two 16-lane
+ * vectors. AVX2 has no 16-bit variable shifts, so the e4m3fn lanes below 2^-6 (a step with one
+ * takes f16_e4m3_tiny) are computed in 32-bit lanes, eight at a time, and packed back. The
+ * composed path these replace widened every block to float32 on the stack: Zen 4, --isa avx2,
+ * 0.137 ns/element in cache, 0.23 at 2^26.
+ */
+PRIM __m256i f16_f8_w(__m256i h, int e4, int sat, __m256i *tiny)
+{
+    const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)), hs = _mm256_srli_epi16(h, 8);
+    const __m256i nan = _mm256_cmpgt_epi16(a, _mm256_set1_epi16(0x7C00)); /* a < 2^15: signed is fine */
+    const __m256i sign = _mm256_and_si256(hs, _mm256_set1_epi16(0x80));
+    if (!e4) {
+        const __m256i lsb = _mm256_and_si256(hs, _mm256_set1_epi16(1));
+        __m256i t = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(a, _mm256_set1_epi16(0x7F)), lsb), 8);
+        if (sat) t = _mm256_min_epu16(t, _mm256_set1_epi16(0x7B));
+        return _mm256_blendv_epi8(_mm256_or_si256(t, sign), _mm256_or_si256(hs, _mm256_set1_epi16(2)), nan);
+    }
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(a, 7), _mm256_set1_epi16(1));
+    __m256i t = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(a, _mm256_set1_epi16(0x3F)), lsb), 7);
+    t = _mm256_min_epu16(_mm256_sub_epi16(t, _mm256_set1_epi16(64)), _mm256_set1_epi16(sat ? 0x7E : 0x7F));
+    if (sat) t = _mm256_blendv_epi8(t, _mm256_set1_epi16(0x7F), nan);
+    *tiny = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x2400), a);
+    return _mm256_or_si256(t, sign);
+}
+/* the e4m3fn codes of 8 float16 (zero-extended to 32-bit lanes) below 2^-6, without the sign */
+PRIM __m256i f16_e4m3_tiny8(__m256i x)
+{
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i sh = _mm256_sub_epi32(_mm256_set1_epi32(16), _mm256_srli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFF)), 10));
+    const __m256i sig = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0x3FF)), _mm256_set1_epi32(0x400));
+    const __m256i lsb = _mm256_and_si256(_mm256_srlv_epi32(sig, sh), one);
+    const __m256i half = _mm256_sub_epi32(_mm256_sllv_epi32(one, _mm256_sub_epi32(sh, one)), one);
+    return _mm256_srlv_epi32(_mm256_add_epi32(_mm256_add_epi32(sig, half), lsb), sh);
+}
+/* t with its tiny lanes (mask z) replaced by their codes, the sign (bit 7 of t) kept */
+PRIM __m256i f16_e4m3_tiny(__m256i h, __m256i t, __m256i z)
+{
+    const __m256i lo = f16_e4m3_tiny8(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)));
+    const __m256i hi = f16_e4m3_tiny8(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)));
+    const __m256i code = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8); /* element order */
+    const __m256i sign = _mm256_and_si256(t, _mm256_set1_epi16(0x80));
+    return _mm256_blendv_epi8(t, _mm256_or_si256(code, sign), z);
+}
+static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int e4, int sat,
+                                     int nt)
+{
+    const int pf = nt && MXP_SIMD_PREFETCH_ON;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i h0 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i));
+        const __m256i h1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i + 32));
+        if (pf) MXP_SIMD_PREFETCH(s + 2 * i + MXP_SIMD_PREFETCH_DIST);
+        __m256i z0 = _mm256_setzero_si256(), z1 = z0;
+        __m256i b0 = f16_f8_w(h0, e4, sat, &z0), b1 = f16_f8_w(h1, e4, sat, &z1);
+        if (e4 && !_mm256_testz_si256(_mm256_or_si256(z0, z1), _mm256_or_si256(z0, z1))) {
+            b0 = f16_e4m3_tiny(h0, b0, z0);
+            b1 = f16_e4m3_tiny(h1, b1, z1);
+        }
+        const __m256i b = _mm256_permute4x64_epi64(_mm256_packus_epi16(b0, b1), 0xD8); /* element order */
+        if (nt) MXP__STREAM256((__m256i *)(void *)(d + i), b);
+        else _mm256_storeu_si256((__m256i *)(void *)(d + i), b);
+    }
+    return i;
+}
+static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, mxp_dtype to,
+                                    int sat)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    const int e4 = to == MXP_FLOAT8_E4M3FN;
+    size_t i = 0;
+    if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
+        i = (32 - (uintptr_t)d % 32) % 32; /* the streaming stores: 32-byte aligned */
+        scalar_tail(to, MXP_FLOAT16, MXP__RNE, d, s, i, a, a->index0);
+        i = f16_f8_run(d, s, i, n, e4, sat, 1);
+        if (!a->stream) _mm_sfence(); /* a->stream: the caller fences */
+    } else {
+        i = f16_f8_run(d, s, i, n, e4, sat, 0);
+    }
+    scalar_tail(to, MXP_FLOAT16, MXP__RNE, d + i, s + 2 * i, n - i, a, a->index0 + i);
+}
+static void cvt_e4m3_f16__avx2(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    if (a->saturate) f16_f8_loop(dst, src, n, a, MXP_FLOAT8_E4M3FN, 1);
+    else f16_f8_loop(dst, src, n, a, MXP_FLOAT8_E4M3FN, 0);
+}
+static void cvt_e5m2_f16__avx2(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    if (a->saturate) f16_f8_loop(dst, src, n, a, MXP_FLOAT8_E5M2, 1);
+    else f16_f8_loop(dst, src, n, a, MXP_FLOAT8_E5M2, 0);
+}
+
+void mxp__cvt_register_avx2_pairs(mxp__kernels *k)
+{
+    simd_register_to16(k);
+    k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT16][MXP__RNE] = cvt_e4m3_f16__avx2;
+    k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT16][MXP__RNE] = cvt_e5m2_f16__avx2;
+}

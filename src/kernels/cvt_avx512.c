@@ -890,7 +890,6 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx512(mxp__kernels *k) { simd_register(k); }
-void mxp__cvt_register_avx512_to16(mxp__kernels *k) { simd_register_to16(k); }
 
 /*
  * bfloat16 -> float8 nearest-even, direct (the composed path, cvt_compose.c, widens blocks to
@@ -1168,8 +1167,9 @@ static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const 
     }
 F16F8(cvt_e4m3_f16__avx512, MXP_FLOAT8_E4M3FN)
 F16F8(cvt_e5m2_f16__avx512, MXP_FLOAT8_E5M2)
-void mxp__cvt_register_avx512_f8_16(mxp__kernels *k)
+void mxp__cvt_register_avx512_pairs(mxp__kernels *k)
 {
+    simd_register_to16(k); /* bfloat16 -> float16 */
     static const struct {
         mxp_dtype to, from;
         bool sat;

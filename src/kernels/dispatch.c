@@ -137,7 +137,7 @@ static void build(mxp__isa_id isa)
         mxp__finite_register_avx2(k);
         mxp__qmm_register_avx2(k);
         mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx2);
-        mxp__cvt_register_avx2_to16(k);
+        mxp__cvt_register_avx2_pairs(k);
         break;
     case MXP__ISA_AVX512:
         mxp__cvt_register_avx512(k);
@@ -151,8 +151,7 @@ static void build(mxp__isa_id isa)
 #endif
         mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx512);
         mxp__cvt_register_avx512_bf16_f8(k);
-        mxp__cvt_register_avx512_to16(k);
-        mxp__cvt_register_avx512_f8_16(k); /* replaces its float8 entries */
+        mxp__cvt_register_avx512_pairs(k);
 #if defined(MXP_X86_CPUID) && !defined(MXP_AVX512_EMULATED)
         /* after the composed pairs: its float16 -> bfloat16 entry replaces one of them */
         if (x86_detect().bf16) mxp__cvt_register_avx512_bf16(k);

@@ -198,13 +198,12 @@ void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
 /* bfloat16 -> float8 nearest-even without the float32 block (cvt_avx512.c); after
  * mxp__cvt_register_compose, whose entries it replaces */
 void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k);
-/* float8 -> float16 / bfloat16 and bfloat16 -> float16 nearest-even without the float32 block
- * (cvt_simd_impl.h's to16_loop); on AVX-512 (mxp__cvt_register_avx512_f8_16) the float8 ones by
- * table and float16 -> float8 nearest-even on 16-bit lanes (cvt_avx512.c); after
- * mxp__cvt_register_compose, whose entries they replace */
-void mxp__cvt_register_avx2_to16(mxp__kernels *k);
-void mxp__cvt_register_avx512_to16(mxp__kernels *k);
-void mxp__cvt_register_avx512_f8_16(mxp__kernels *k);
+/* The narrow <-> narrow pairs with kernels of their own (no float32 block): float8 -> float16 /
+ * bfloat16 and bfloat16 -> float16 nearest-even (cvt_simd_impl.h's to16_loop; on AVX-512 the
+ * float8 ones by table), float16 -> float8 nearest-even on 16-bit lanes (cvt_avx2.c,
+ * cvt_avx512.c); after mxp__cvt_register_compose, whose entries they replace */
+void mxp__cvt_register_avx2_pairs(mxp__kernels *k);
+void mxp__cvt_register_avx512_pairs(mxp__kernels *k);
 void mxp__finite_register_avx512(mxp__kernels *k);
 void mxp__qmm_register_avx2(mxp__kernels *k);
 /* the AVX2 rows() (qmm.rows of the avx2 table), for the avx512 table's own rows() */
