@@ -1003,35 +1003,53 @@ void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k)
 }
 
 /*
- * float8 -> float16 / bfloat16 by table lookup (the generic step, cvt_simd_impl.h's to16_loop,
- * widens through VCVTPH2PS and narrows back: about nine operations per 16 lanes). Every result is
- * exact, so it is a function of the byte: a 128-entry table of 16-bit results for the magnitude
- * (sign cleared), two VPERMT2W lookups of 64 entries each (a word index's low six bits pick the
- * entry) and a blend on the index's bit 6; the sign is the byte's bit 7 moved to bit 15. Seven
- * operations per 32 lanes. The tables are filled once, at registration, from the scalar
- * reference (every entry, NaN and, for e5m2 with saturation, +-inf -> +-max included), so a
- * kernel result differs from the reference only if the lookup is wrong, which the tests check
- * on all 256 bytes (test_isa's test_narrow_sources).
+ * float8 -> float16 / bfloat16 / the other float8 by table lookup (the generic step for the
+ * 16-bit targets, cvt_simd_impl.h's to16_loop, widens through VCVTPH2PS and narrows back: about
+ * nine operations per 16 lanes; e4m3fn <-> e5m2 went through a float32 block, cvt_compose.c).
+ * Nearest-even, the result is a function of the byte: a 128-entry table of results for the
+ * magnitude (sign cleared) in 16-bit lanes, two VPERMT2W lookups of 64 entries each (a word
+ * index's low six bits pick the entry) and a blend on the index's bit 6; the sign is the byte's
+ * bit 7 (moved to bit 15 for a 16-bit target). Seven operations per 32 lanes. The tables are
+ * filled once, at registration, from the scalar reference (every entry, NaN, overflow and
+ * saturation included), so a kernel result differs from the reference only if the lookup is
+ * wrong, which the tests check on all 256 bytes (test_isa's test_narrow_sources). Into float16 /
+ * bfloat16 every result is exact, so stochastic rounding takes the same kernel; into the other
+ * float8 it stays composed.
  */
-enum { F8W_E4M3_F16, F8W_E5M2_F16, F8W_E5M2_F16_SAT, F8W_E4M3_BF16, F8W_E5M2_BF16, F8W_E5M2_BF16_SAT, F8W_N };
+enum {
+    F8W_E4M3_F16, F8W_E5M2_F16, F8W_E5M2_F16_SAT, F8W_E4M3_BF16, F8W_E5M2_BF16, F8W_E5M2_BF16_SAT,
+    F8W_E4M3_E5M2, F8W_E5M2_E4M3, F8W_E5M2_E4M3_SAT, F8W_N
+};
+static const struct {
+    mxp_dtype to, from;
+    bool sat;
+} f8w_kinds[F8W_N] = {{MXP_FLOAT16, MXP_FLOAT8_E4M3FN, false},   {MXP_FLOAT16, MXP_FLOAT8_E5M2, false},
+                      {MXP_FLOAT16, MXP_FLOAT8_E5M2, true},       {MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, false},
+                      {MXP_BFLOAT16, MXP_FLOAT8_E5M2, false},     {MXP_BFLOAT16, MXP_FLOAT8_E5M2, true},
+                      {MXP_FLOAT8_E5M2, MXP_FLOAT8_E4M3FN, false}, {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2, false},
+                      {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2, true}};
 static _Alignas(64) uint16_t f8w_tab[F8W_N][128];
 
-PRIM V f8w_word(V w, const V tb[4])
+/* w: 32 bytes zero-extended to words; byte: a float8 target (the sign stays bit 7) */
+PRIM V f8w_word(V w, const V tb[4], int byte)
 {
     const V lo = _mm512_permutex2var_epi16(tb[0], w, tb[1]), hi = _mm512_permutex2var_epi16(tb[2], w, tb[3]);
     const V r = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
-    /* r | (w << 8 & 0x8000): the sign */
+    if (byte) return _mm512_ternarylogic_epi32(r, w, _mm512_set1_epi16(0x80), 0xF8); /* r | (w & 0x80) */
+    /* r | (w << 8 & 0x8000) */
     return _mm512_ternarylogic_epi32(r, _mm512_slli_epi16(w, 8), _mm512_set1_epi16((short)0x8000), 0xF8);
 }
 static SIMD_INLINE size_t f8w_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const uint16_t *tab,
-                                  int nt)
+                                  int byte, int nt)
 {
     const V tb[4] = {_mm512_load_si512(tab), _mm512_load_si512(tab + 32), _mm512_load_si512(tab + 64),
                      _mm512_load_si512(tab + 96)};
     for (; i + 64 <= n; i += 64) {
-        const V r0 = f8w_word(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(s + i))), tb);
-        const V r1 = f8w_word(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(s + i + 32))), tb);
-        if (nt) {
+        const V r0 = f8w_word(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(s + i))), tb, byte);
+        const V r1 = f8w_word(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(s + i + 32))), tb, byte);
+        if (byte) {
+            n8w_store(d + i, r0, r1, nt);
+        } else if (nt) {
             MXP__STREAM512(d + 2 * i, r0);
             MXP__STREAM512(d + 2 * i + 64, r1);
         } else {
@@ -1041,33 +1059,37 @@ static SIMD_INLINE size_t f8w_run(unsigned char *d, const unsigned char *s, size
     }
     return i;
 }
-static SIMD_INLINE void f8w_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, mxp_dtype to,
-                                 mxp_dtype from)
+/* kind: the table without saturation; the saturating one follows it (those with an infinity) */
+static SIMD_INLINE void f8w_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int kind)
 {
     unsigned char *d = (unsigned char *)dst;
     const unsigned char *s = (const unsigned char *)src;
-    const int e5 = from == MXP_FLOAT8_E5M2;
-    const uint16_t *tab = f8w_tab[(to == MXP_BFLOAT16 ? F8W_E4M3_BF16 : F8W_E4M3_F16) + (e5 ? 1 + a->saturate : 0)];
+    const mxp_dtype to = f8w_kinds[kind].to, from = f8w_kinds[kind].from;
+    const int byte = to == MXP_FLOAT8_E4M3FN || to == MXP_FLOAT8_E5M2, ob = byte ? 1 : 2;
+    const uint16_t *tab = f8w_tab[kind + (from == MXP_FLOAT8_E5M2 && a->saturate)];
     size_t i = 0;
-    if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
-        i = (64 - (uintptr_t)d % 64) % 64 / 2; /* < 32: the reference up to the 64-byte boundary */
+    if (n >= 64 && (n * (1 + ob) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % ob == 0) {
+        /* < 32: the reference up to the 64-byte (16-bit target) or 32-byte (n8w_store) boundary */
+        i = (32 * ob - (uintptr_t)d % (32 * ob)) % (32 * ob) / ob;
         scalar_tail(to, from, MXP__RNE, d, s, i, a, a->index0);
-        i = f8w_run(d, s, i, n, tab, 1);
+        i = byte ? f8w_run(d, s, i, n, tab, 1, 1) : f8w_run(d, s, i, n, tab, 0, 1);
         if (!a->stream) _mm_sfence(); /* a->stream: the caller fences */
     } else {
-        i = f8w_run(d, s, i, n, tab, 0);
+        i = byte ? f8w_run(d, s, i, n, tab, 1, 0) : f8w_run(d, s, i, n, tab, 0, 0);
     }
-    scalar_tail(to, from, MXP__RNE, d + 2 * i, s + i, n - i, a, a->index0 + i);
+    scalar_tail(to, from, MXP__RNE, d + ob * i, s + i, n - i, a, a->index0 + i);
 }
-#define F8W(name, to, from)                                                                    \
+#define F8W(name, kind)                                                                        \
     static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
     {                                                                                          \
-        f8w_loop(dst, src, n, a, to, from);                                                    \
+        f8w_loop(dst, src, n, a, kind);                                                        \
     }
-F8W(cvt_f16_e4m3_tab__avx512, MXP_FLOAT16, MXP_FLOAT8_E4M3FN)
-F8W(cvt_f16_e5m2_tab__avx512, MXP_FLOAT16, MXP_FLOAT8_E5M2)
-F8W(cvt_bf16_e4m3_tab__avx512, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN)
-F8W(cvt_bf16_e5m2_tab__avx512, MXP_BFLOAT16, MXP_FLOAT8_E5M2)
+F8W(cvt_f16_e4m3_tab__avx512, F8W_E4M3_F16)
+F8W(cvt_f16_e5m2_tab__avx512, F8W_E5M2_F16)
+F8W(cvt_bf16_e4m3_tab__avx512, F8W_E4M3_BF16)
+F8W(cvt_bf16_e5m2_tab__avx512, F8W_E5M2_BF16)
+F8W(cvt_e5m2_e4m3_tab__avx512, F8W_E4M3_E5M2)
+F8W(cvt_e4m3_e5m2_tab__avx512, F8W_E5M2_E4M3)
 /*
  * float16 -> float8 nearest-even on 32 16-bit lanes (the composed path, cvt_compose.c, widened
  * blocks to float32 and ran the float32 kernel: 0.11-0.13 ns/element in cache on Zen 4). With a
@@ -1170,12 +1192,6 @@ F16F8(cvt_e5m2_f16__avx512, MXP_FLOAT8_E5M2)
 void mxp__cvt_register_avx512_pairs(mxp__kernels *k)
 {
     simd_register_to16(k); /* bfloat16 -> float16 */
-    static const struct {
-        mxp_dtype to, from;
-        bool sat;
-    } kinds[F8W_N] = {{MXP_FLOAT16, MXP_FLOAT8_E4M3FN, false},  {MXP_FLOAT16, MXP_FLOAT8_E5M2, false},
-                      {MXP_FLOAT16, MXP_FLOAT8_E5M2, true},      {MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, false},
-                      {MXP_BFLOAT16, MXP_FLOAT8_E5M2, false},    {MXP_BFLOAT16, MXP_FLOAT8_E5M2, true}};
     /* the reference's kernels from a table of our own: mxp__scalar_kernels() would wait for the
      * dispatcher's initialisation, which is what calls this */
     static mxp__kernels ref;
@@ -1183,8 +1199,11 @@ void mxp__cvt_register_avx512_pairs(mxp__kernels *k)
     unsigned char bytes[128];
     for (int b = 0; b < 128; b++) bytes[b] = (unsigned char)b;
     for (int j = 0; j < F8W_N; j++) {
-        const mxp__cvt_args a = {kinds[j].sat, 0, 0, false};
-        ref.cvt[kinds[j].to][kinds[j].from][MXP__RNE](f8w_tab[j], bytes, 128, &a);
+        const mxp__cvt_args a = {f8w_kinds[j].sat, 0, 0, false};
+        const int ob = f8w_kinds[j].to == MXP_FLOAT16 || f8w_kinds[j].to == MXP_BFLOAT16 ? 2 : 1;
+        unsigned char out[2 * 128];
+        ref.cvt[f8w_kinds[j].to][f8w_kinds[j].from][MXP__RNE](out, bytes, 128, &a);
+        for (int b = 0; b < 128; b++) f8w_tab[j][b] = ob == 2 ? (uint16_t)(out[2 * b] | out[2 * b + 1] << 8) : out[b];
     }
     k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT16][MXP__RNE] = cvt_e4m3_f16__avx512;
     k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT16][MXP__RNE] = cvt_e5m2_f16__avx512;
@@ -1194,6 +1213,8 @@ void mxp__cvt_register_avx512_pairs(mxp__kernels *k)
         k->cvt[MXP_BFLOAT16][MXP_FLOAT8_E4M3FN][mode] = cvt_bf16_e4m3_tab__avx512;
         k->cvt[MXP_BFLOAT16][MXP_FLOAT8_E5M2][mode] = cvt_bf16_e5m2_tab__avx512;
     }
+    k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__RNE] = cvt_e5m2_e4m3_tab__avx512;
+    k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__RNE] = cvt_e4m3_e5m2_tab__avx512;
 }
 
 /* float32 -> bfloat16 nearest-even with VCVTNEPS2BF16 (bf16_hw2); stochastic rounding keeps
