@@ -3,7 +3,7 @@
  * table's own float32 kernels through a float32 buffer that stays in L1.
  *
  * The ISA files accelerate float32 <-> float16 / bfloat16 / float8 (and on x86 float64 <->
- * float32; float8 -> float16 / bfloat16, exact; on AVX-512 also bfloat16 -> float8 and, with
+ * float32; the narrow pairs listed at the end; on AVX-512 also bfloat16 -> float8 and, with
  * AVX512_BF16, float16 -> bfloat16 nearest-even; all registered after these and replacing them). Every other pair
  * used to run the scalar reference at 2-8 ns per element, twenty to eighty times slower than
  * its float32 neighbours. Each is now two kernel calls per block of
@@ -33,8 +33,9 @@
  * the composed paths' times also move by up to 1.5x from one process to the next), before /
  * after: e5m2 -> bfloat16 0.243 / 0.165 ns/element, bfloat16 ->
  * float16 0.63x (median of eight processes), float64 -> float16 0.83-0.88x (four), float64 ->
- * bfloat16 0.89-1.00x (bench/RESULTS.md, session 26). The float8 -> float16 / bfloat16 pairs
- * no longer come here on x86 (cvt_simd_impl.h's to16_loop, cvt_avx512.c's f8w_loop).
+ * bfloat16 0.89-1.00x (bench/RESULTS.md, session 26). On x86 float8 -> float16 / bfloat16,
+ * bfloat16 -> float16 nearest-even and float16 -> float8 nearest-even no longer come here, nor
+ * e4m3fn <-> e5m2 nearest-even on AVX-512 (mxp__cvt_register_avx2_pairs / _avx512_pairs).
  */
 #include <stdint.h>
 #if defined(__x86_64__) || defined(__i386__)

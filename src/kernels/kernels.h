@@ -200,8 +200,9 @@ void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
 void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k);
 /* The narrow <-> narrow pairs with kernels of their own (no float32 block): float8 -> float16 /
  * bfloat16 and bfloat16 -> float16 nearest-even (cvt_simd_impl.h's to16_loop; on AVX-512 the
- * float8 ones by table), float16 -> float8 nearest-even on 16-bit lanes (cvt_avx2.c,
- * cvt_avx512.c); after mxp__cvt_register_compose, whose entries they replace */
+ * float8 ones by table, and e4m3fn <-> e5m2 nearest-even too), float16 -> float8 nearest-even on
+ * 16-bit lanes (cvt_avx2.c, cvt_avx512.c); after mxp__cvt_register_compose, whose entries they
+ * replace */
 void mxp__cvt_register_avx2_pairs(mxp__kernels *k);
 void mxp__cvt_register_avx512_pairs(mxp__kernels *k);
 void mxp__finite_register_avx512(mxp__kernels *k);
