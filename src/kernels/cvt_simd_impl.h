@@ -145,15 +145,17 @@
  *                             and subnormal results alike), else false with nothing stored
  * and may define MXP_SIMD_NO_SPECIALISE (one copy of each loop with saturate / streaming as
  * run-time flags instead of four constant-folded copies: the emulated-AVX-512 test build, whose
- * compile time grows with code size),
+ * compile time grows with code size), MXP_SIMD_NO_F8_16 (the ISA file has its own float8 ->
+ * float16 / bfloat16 kernels: to16_loop then only takes bfloat16 -> float16),
  * MXP_SIMD_PIN(v) (an empty asm that makes the vector v opaque, so that the
  * compiler keeps a hoisted constant in a register instead of rebuilding it in a loop),
  * MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size),
  * st16x2_nt / st8x2_nt (as st16x2 / st8x2, p aligned to 4*VL / 2*VL bytes), with
  * MXP_SIMD_NT_THRESHOLD (bytes read + written by one call above which it streams its output:
  * once source and destination no longer fit in the last-level cache, streaming saves the
- * read-for-ownership of every destination line) and MXP_SIMD_NT_FENCE(), and may define
- * MXP_SIMD_PREFETCH(p) with MXP_SIMD_PREFETCH_DIST (bytes): streaming loops then prefetch their
+ * read-for-ownership of every destination line; a call with args.stream set streams whatever
+ * its size and leaves the fence to its caller, cvt_compose.c) and MXP_SIMD_NT_FENCE(), and may
+ * define MXP_SIMD_PREFETCH(p) with MXP_SIMD_PREFETCH_DIST (bytes): streaming loops then prefetch their
  * source that far ahead (a prefetch never faults, so running past the end is harmless), except
  * the hardware float16 narrowing, which it slowed down. Three optional switches narrow that:
  * MXP_SIMD_PREFETCH_ON (an expression read at the start of each call: a run-time choice per CPU,
