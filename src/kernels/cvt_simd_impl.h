@@ -1544,9 +1544,10 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 
 #ifdef MXP_SIMD_HW_F16
 /*
- * float8 -> float16 / bfloat16 and bfloat16 -> float16 nearest-even without the float32 block of
+ * float8 -> float16 / bfloat16 and bfloat16 <-> float16 nearest-even without the float32 block of
  * the composed path (cvt_compose.c: widen to float32, then round): widen_one (exact, NaN quiet
  * with its payload, as the reference widens), then
+ *  - bfloat16 from float16: the float32 -> bfloat16 step (bf16_fast, narrow1 for a NaN step);
  *  - float16: hw_f16_st2, the float32 -> float16 nearest-even step (one rounding of the exact
  *    value: the reference's result, NaN included; sat: +-inf results -> +-max);
  *  - bfloat16 (float8 sources only): the high half. Every float8 value is a bfloat16 (and a
@@ -1558,7 +1559,23 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
  */
 PRIM void to16_st2(unsigned char *p, V x, V y, int bf, int sat, int nt) /* x, y: float32 bits */
 {
-    if (bf) {
+    if (bf == 2) { /* rounding to bfloat16 (a float16 source): bf16_fast, or narrow1 for NaN steps */
+        V bx, by;
+        if (!m_any(m_or(bf16_bad(x), bf16_bad(y)))) {
+            bx = bf16_fast(x, v_set1(0u), 0, sat);
+            by = bf16_fast(y, v_set1(0u), 0, sat);
+        } else {
+            const V over = v_set1(sat ? 0x7F7Fu : 0x7F80u);
+            bx = narrow1(x, v_set1(0u), SF_BF16, 0, over);
+            by = narrow1(y, v_set1(0u), SF_BF16, 0, over);
+        }
+#ifdef MXP_SIMD_NT_STORE32
+        if (nt) st16x2_nt(p, bx, by);
+        else st16x2(p, bx, by);
+#else
+        st16x2(p, bx, by);
+#endif
+    } else if (bf) {
 #ifdef MXP_SIMD_NT_STORE32
         if (nt) st16x2_nt(p, v_srli(x, 16), v_srli(y, 16));
         else st16x2(p, v_srli(x, 16), v_srli(y, 16));
@@ -1574,7 +1591,9 @@ static SIMD_INLINE size_t to16_run(unsigned char *d, const unsigned char *s, siz
 {
     const size_t ib = (size_t)t.bits / 8;
     const int sbf = t.dt == MXP_BFLOAT16;
-    const int wsat = bf && sat; /* bfloat16: +-inf -> +-FLT_MAX in the widening; float16: hw_f16_st2 */
+    /* bfloat16 from float8: +-inf -> +-FLT_MAX in the widening; float16: hw_f16_st2; bfloat16
+     * from float16 (bf == 2): bf16_fast / narrow1 */
+    const int wsat = bf == 1 && sat;
     for (; i + 2 * VL <= n; i += 2 * VL) {
 #ifdef MXP_SIMD_HW_E4M3
         /* e4m3fn: 4*VL bytes without a NaN skip the NaN fix-up, as widen_run does */
@@ -1591,14 +1610,16 @@ static SIMD_INLINE size_t to16_run(unsigned char *d, const unsigned char *s, siz
     }
     return i;
 }
-/* source format t -> `to` (float16, or bfloat16 from float8), nearest-even */
+/* source format t -> `to` (float16, or bfloat16), nearest-even */
 static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt t,
                                   mxp_dtype to)
 {
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
     const size_t ib = (size_t)t.bits / 8;
-    const int bf = to == MXP_BFLOAT16, sat = a->saturate && t.dt != MXP_FLOAT8_E4M3FN;
+    /* bf: 0 float16, 1 bfloat16 exactly (from float8), 2 bfloat16 rounded (from float16) */
+    const int bf = to != MXP_BFLOAT16 ? 0 : t.dt == MXP_FLOAT16 ? 2 : 1;
+    const int sat = a->saturate && t.dt != MXP_FLOAT8_E4M3FN;
     size_t i = 0;
     int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32
@@ -1612,7 +1633,10 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
 #ifdef MXP_SIMD_NO_SPECIALISE
     i = to16_run(d, s, i, n, t, bf, sat, nt);
 #else
-    if (bf) {
+    if (bf == 2) {
+        if (sat) i = nt ? to16_run(d, s, i, n, t, 2, 1, 1) : to16_run(d, s, i, n, t, 2, 1, 0);
+        else i = nt ? to16_run(d, s, i, n, t, 2, 0, 1) : to16_run(d, s, i, n, t, 2, 0, 0);
+    } else if (bf) {
         if (sat) i = nt ? to16_run(d, s, i, n, t, 1, 1, 1) : to16_run(d, s, i, n, t, 1, 1, 0);
         else i = nt ? to16_run(d, s, i, n, t, 1, 0, 1) : to16_run(d, s, i, n, t, 1, 0, 0);
     } else {
@@ -1664,6 +1688,7 @@ SIMD_WIDEN(cvt_f32_e5m2, SF_E5M2, 0)
         to16_loop(dst, src, n, a, F, to);                                                      \
     }
 SIMD_TO16(cvt_f16_bf16, SF_BF16, MXP_FLOAT16)
+SIMD_TO16(cvt_bf16_f16, SF_F16, MXP_BFLOAT16)
 #ifndef MXP_SIMD_NO_F8_16
 SIMD_TO16(cvt_f16_e4m3, SF_E4M3, MXP_FLOAT16)
 SIMD_TO16(cvt_f16_e5m2, SF_E5M2, MXP_FLOAT16)
@@ -1693,11 +1718,12 @@ static void simd_register(mxp__kernels *k)
 
 #ifdef MXP_SIMD_HW_F16
 /* The float8 -> float16 / bfloat16 entries (exact: one kernel for both modes; unless the ISA file
- * has its own, MXP_SIMD_NO_F8_16) and bfloat16 -> float16 nearest-even (stochastic rounding stays
+ * has its own, MXP_SIMD_NO_F8_16) and bfloat16 <-> float16 nearest-even (stochastic rounding stays
  * composed). Registered after cvt_compose.c's, which they replace (dispatch.c). */
 static void simd_register_to16(mxp__kernels *k)
 {
     k->cvt[MXP_FLOAT16][MXP_BFLOAT16][MXP__RNE] = SIMD_FN(cvt_f16_bf16);
+    k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__RNE] = SIMD_FN(cvt_bf16_f16); /* AVX512_BF16: replaced */
 #ifndef MXP_SIMD_NO_F8_16
     static const mxp__cvt_fn fns[2][2] = {{SIMD_FN(cvt_f16_e4m3), SIMD_FN(cvt_f16_e5m2)},
                                           {SIMD_FN(cvt_bf16_e4m3), SIMD_FN(cvt_bf16_e5m2)}};
