@@ -467,7 +467,7 @@ static void test_compose_streaming(void **state)
     enum { N = 3 * 2048 + 123 };
     const mxp__kernels *ref = mxp__scalar_kernels();
     unsigned char *f32 = alloc(4 * N), *src = alloc(2 * N + 8), *want = alloc(2 * N);
-    unsigned char *got = aligned_alloc(64, 2 * N + 64);
+    unsigned char *got = aligned_alloc(64, (2 * N + 64 + 63) / 64 * 64);
     assert_non_null(got);
     const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
     mxp__kernels scratch[MXP__ISA_COUNT + 1];
