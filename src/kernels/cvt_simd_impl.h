@@ -1559,11 +1559,16 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
  */
 PRIM void to16_st2(unsigned char *p, V x, V y, int bf, int sat, int nt) /* x, y: float32 bits */
 {
-    if (bf == 2) { /* rounding to bfloat16 (a float16 source): bf16_fast, or narrow1 for NaN steps */
+    if (bf == 2) { /* rounding to bfloat16 (a float16 source): bf16_rne2 / bf16_fast, narrow1 for NaN */
         V bx, by;
         if (!m_any(m_or(bf16_bad(x), bf16_bad(y)))) {
+#ifdef MXP_SIMD_BF16_RNE2
+            bf16_rne2(p, x, y, v_set1(0x7FFFu), sat, nt);
+            return;
+#else
             bx = bf16_fast(x, v_set1(0u), 0, sat);
             by = bf16_fast(y, v_set1(0u), 0, sat);
+#endif
         } else {
             const V over = v_set1(sat ? 0x7F7Fu : 0x7F80u);
             bx = narrow1(x, v_set1(0u), SF_BF16, 0, over);
@@ -1595,6 +1600,20 @@ static SIMD_INLINE size_t to16_run(unsigned char *d, const unsigned char *s, siz
      * from float16 (bf == 2): bf16_fast / narrow1 */
     const int wsat = bf == 1 && sat;
     for (; i + 2 * VL <= n; i += 2 * VL) {
+#if defined(MXP_SIMD_BF16_RNE2) && defined(MXP_SIMD_ANY_NAN4)
+        /* bfloat16 from float16: 4*VL elements without a NaN by bf16_rne2, as narrow_loop does */
+        if (bf == 2 && i + 4 * VL <= n) {
+            const V x0 = widen_one(s + ib * i, t, 0, 0), x1 = widen_one(s + ib * (i + VL), t, 0, 0);
+            const V x2 = widen_one(s + ib * (i + 2 * VL), t, 0, 0), x3 = widen_one(s + ib * (i + 3 * VL), t, 0, 0);
+            if (!any_nan4(x0, x1, x2, x3)) {
+                const V k = v_set1(0x7FFFu);
+                bf16_rne2(d + 2 * i, x0, x1, k, sat, nt);
+                bf16_rne2(d + 2 * i + 4 * VL, x2, x3, k, sat, nt);
+                i += 2 * VL;
+                continue;
+            }
+        }
+#endif
 #ifdef MXP_SIMD_HW_E4M3
         /* e4m3fn: 4*VL bytes without a NaN skip the NaN fix-up, as widen_run does */
         if (t.dt == MXP_FLOAT8_E4M3FN && i + 4 * VL <= n && !hw_e4m3_nan4(s + i)) {
