@@ -455,8 +455,9 @@ static void test_streaming(void **state)
 
 /* The narrow -> narrow entries on a call large enough to stream: the composed ones
  * (cvt_compose.c; into 16-bit formats each 2048-element block's second step stores
- * non-temporally whatever its own n, and the call fences once at its end) and the direct ones. Threshold lowered to 4096 bytes; n = 3 blocks + 123 elements (a partial last
- * block and the reference's tail); destinations 0, 2, 34 bytes past a 64-byte boundary (aligned
+ * non-temporally whatever its own n, and the call fences once at its end) and the direct ones.
+ * Threshold lowered to 4096 bytes; n = 3 blocks + 123 elements (a partial last block and the
+ * reference's tail); destinations 0, 2, 34 bytes past a 64-byte boundary (aligned
  * heads of different lengths) and 5 (a 16-bit destination that never lines up: plain stores);
  * random patterns and mostly-regular values (fill_mix through the reference, so that the
  * float32 kernels' fast loops and their streaming stores run); both modes, saturate alternating,

@@ -604,7 +604,8 @@ PRIM __m256i f16_f8_w(__m256i h, int e4, int sat, __m256i *tiny)
 PRIM __m256i f16_e4m3_tiny8(__m256i x)
 {
     const __m256i one = _mm256_set1_epi32(1);
-    const __m256i sh = _mm256_sub_epi32(_mm256_set1_epi32(16), _mm256_srli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFF)), 10));
+    const __m256i e = _mm256_srli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFF)), 10);
+    const __m256i sh = _mm256_sub_epi32(_mm256_set1_epi32(16), e);
     const __m256i sig = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0x3FF)), _mm256_set1_epi32(0x400));
     const __m256i lsb = _mm256_and_si256(_mm256_srlv_epi32(sig, sh), one);
     const __m256i half = _mm256_sub_epi32(_mm256_sllv_epi32(one, _mm256_sub_epi32(sh, one)), one);

@@ -1125,14 +1125,16 @@ PRIM V f16_e4m3_w(V h, int sat, __mmask32 *tiny)
     const V lsb = _mm512_and_si512(_mm512_srli_epi16(a, 7), _mm512_set1_epi16(1));
     V t = _mm512_srli_epi16(_mm512_add_epi16(_mm512_add_epi16(a, _mm512_set1_epi16(0x3F)), lsb), 7);
     t = _mm512_min_epu16(_mm512_sub_epi16(t, _mm512_set1_epi16(64)), _mm512_set1_epi16(sat ? 0x7E : 0x7F));
-    if (sat) t = _mm512_mask_mov_epi16(t, _mm512_cmpgt_epu16_mask(a, _mm512_set1_epi16(0x7C00)), _mm512_set1_epi16(0x7F));
+    if (sat) /* NaN lanes: 0x7F */
+        t = _mm512_mask_mov_epi16(t, _mm512_cmpgt_epu16_mask(a, _mm512_set1_epi16(0x7C00)), _mm512_set1_epi16(0x7F));
     *tiny = _mm512_cmpgt_epu16_mask(_mm512_set1_epi16(0x2400), a);
     return _mm512_ternarylogic_epi32(t, _mm512_srli_epi16(h, 8), _mm512_set1_epi16(0x80), 0xF8);
 }
 PRIM V f16_e4m3_tiny(V h, V t, __mmask32 tiny)
 {
     const V one = _mm512_set1_epi16(1);
-    const V sh = _mm512_sub_epi16(_mm512_set1_epi16(16), _mm512_srli_epi16(_mm512_and_si512(h, _mm512_set1_epi16(0x7FFF)), 10));
+    const V e = _mm512_srli_epi16(_mm512_and_si512(h, _mm512_set1_epi16(0x7FFF)), 10);
+    const V sh = _mm512_sub_epi16(_mm512_set1_epi16(16), e);
     /* sig = (h & 0x3FF) | 0x400 */
     const V sig = _mm512_ternarylogic_epi32(h, _mm512_set1_epi16(0x3FF), _mm512_set1_epi16(0x400), 0xEA);
     const V lsb = _mm512_and_si512(_mm512_srlv_epi16(sig, sh), one);
@@ -1191,7 +1193,7 @@ F16F8(cvt_e4m3_f16__avx512, MXP_FLOAT8_E4M3FN)
 F16F8(cvt_e5m2_f16__avx512, MXP_FLOAT8_E5M2)
 void mxp__cvt_register_avx512_pairs(mxp__kernels *k)
 {
-    simd_register_to16(k); /* bfloat16 -> float16 */
+    simd_register_to16(k); /* bfloat16 <-> float16 (float16 -> bfloat16: AVX512_BF16 replaces it) */
     /* the reference's kernels from a table of our own: mxp__scalar_kernels() would wait for the
      * dispatcher's initialisation, which is what calls this */
     static mxp__kernels ref;

@@ -146,7 +146,7 @@
  * and may define MXP_SIMD_NO_SPECIALISE (one copy of each loop with saturate / streaming as
  * run-time flags instead of four constant-folded copies: the emulated-AVX-512 test build, whose
  * compile time grows with code size), MXP_SIMD_NO_F8_16 (the ISA file has its own float8 ->
- * float16 / bfloat16 kernels: to16_loop then only takes bfloat16 -> float16),
+ * float16 / bfloat16 kernels: to16_loop then only takes bfloat16 <-> float16),
  * MXP_SIMD_PIN(v) (an empty asm that makes the vector v opaque, so that the
  * compiler keeps a hoisted constant in a register instead of rebuilding it in a loop),
  * MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size),

@@ -199,7 +199,7 @@ void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
  * mxp__cvt_register_compose, whose entries it replaces */
 void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k);
 /* The narrow <-> narrow pairs with kernels of their own (no float32 block): float8 -> float16 /
- * bfloat16 and bfloat16 -> float16 nearest-even (cvt_simd_impl.h's to16_loop; on AVX-512 the
+ * bfloat16 and bfloat16 <-> float16 nearest-even (cvt_simd_impl.h's to16_loop; on AVX-512 the
  * float8 ones by table, and e4m3fn <-> e5m2 nearest-even too), float16 -> float8 nearest-even on
  * 16-bit lanes (cvt_avx2.c, cvt_avx512.c); after mxp__cvt_register_compose, whose entries they
  * replace */
