@@ -570,6 +570,7 @@ PRIM bool hw_e4m3_nan4(const void *p)
 #endif
 #define MXP_SIMD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
+#define MXP_SIMD_F16_F8 1 /* f16_f8_run, below */
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx2(mxp__kernels *k) { simd_register(k); }
@@ -640,33 +641,8 @@ static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, s
     }
     return i;
 }
-static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, mxp_dtype to,
-                                    int sat)
-{
-    unsigned char *d = (unsigned char *)dst;
-    const unsigned char *s = (const unsigned char *)src;
-    const int e4 = to == MXP_FLOAT8_E4M3FN;
-    size_t i = 0;
-    if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
-        i = (32 - (uintptr_t)d % 32) % 32; /* the streaming stores: 32-byte aligned */
-        scalar_tail(to, MXP_FLOAT16, MXP__RNE, d, s, i, a, a->index0);
-        i = f16_f8_run(d, s, i, n, e4, sat, 1);
-        if (!a->stream) _mm_sfence(); /* a->stream: the caller fences */
-    } else {
-        i = f16_f8_run(d, s, i, n, e4, sat, 0);
-    }
-    scalar_tail(to, MXP_FLOAT16, MXP__RNE, d + i, s + 2 * i, n - i, a, a->index0 + i);
-}
-static void cvt_e4m3_f16__avx2(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
-{
-    if (a->saturate) f16_f8_loop(dst, src, n, a, MXP_FLOAT8_E4M3FN, 1);
-    else f16_f8_loop(dst, src, n, a, MXP_FLOAT8_E4M3FN, 0);
-}
-static void cvt_e5m2_f16__avx2(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
-{
-    if (a->saturate) f16_f8_loop(dst, src, n, a, MXP_FLOAT8_E5M2, 1);
-    else f16_f8_loop(dst, src, n, a, MXP_FLOAT8_E5M2, 0);
-}
+SIMD_F16_F8(cvt_e4m3_f16__avx2, MXP_FLOAT8_E4M3FN)
+SIMD_F16_F8(cvt_e5m2_f16__avx2, MXP_FLOAT8_E5M2)
 
 void mxp__cvt_register_avx2_pairs(mxp__kernels *k)
 {

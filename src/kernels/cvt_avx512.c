@@ -887,6 +887,7 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #define MXP_SIMD_PREFETCH_WIDEN 0
 
 #define MXP_SIMD_NO_F8_16 1 /* float8 -> float16 / bfloat16: by table, f8w_loop below */
+#define MXP_SIMD_F16_F8 1 /* f16_f8_run, below */
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx512(mxp__kernels *k) { simd_register(k); }
@@ -1166,31 +1167,8 @@ static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, s
     }
     return i;
 }
-static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, mxp_dtype to,
-                                    int sat)
-{
-    unsigned char *d = (unsigned char *)dst;
-    const unsigned char *s = (const unsigned char *)src;
-    const int e4 = to == MXP_FLOAT8_E4M3FN;
-    size_t i = 0;
-    if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
-        i = (32 - (uintptr_t)d % 32) % 32; /* n8w_store's streaming stores: 32-byte aligned */
-        scalar_tail(to, MXP_FLOAT16, MXP__RNE, d, s, i, a, a->index0);
-        i = f16_f8_run(d, s, i, n, e4, sat, 1);
-        if (!a->stream) _mm_sfence(); /* a->stream: the caller fences */
-    } else {
-        i = f16_f8_run(d, s, i, n, e4, sat, 0);
-    }
-    scalar_tail(to, MXP_FLOAT16, MXP__RNE, d + i, s + 2 * i, n - i, a, a->index0 + i);
-}
-#define F16F8(name, to)                                                                        \
-    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
-    {                                                                                          \
-        if (a->saturate) f16_f8_loop(dst, src, n, a, to, 1);                                   \
-        else f16_f8_loop(dst, src, n, a, to, 0);                                               \
-    }
-F16F8(cvt_e4m3_f16__avx512, MXP_FLOAT8_E4M3FN)
-F16F8(cvt_e5m2_f16__avx512, MXP_FLOAT8_E5M2)
+SIMD_F16_F8(cvt_e4m3_f16__avx512, MXP_FLOAT8_E4M3FN)
+SIMD_F16_F8(cvt_e5m2_f16__avx512, MXP_FLOAT8_E5M2)
 void mxp__cvt_register_avx512_pairs(mxp__kernels *k)
 {
     simd_register_to16(k); /* bfloat16 <-> float16 (float16 -> bfloat16: AVX512_BF16 replaces it) */

@@ -146,7 +146,8 @@
  * and may define MXP_SIMD_NO_SPECIALISE (one copy of each loop with saturate / streaming as
  * run-time flags instead of four constant-folded copies: the emulated-AVX-512 test build, whose
  * compile time grows with code size), MXP_SIMD_NO_F8_16 (the ISA file has its own float8 ->
- * float16 / bfloat16 kernels: to16_loop then only takes bfloat16 <-> float16),
+ * float16 / bfloat16 kernels: to16_loop then only takes bfloat16 <-> float16), MXP_SIMD_F16_F8
+ * (it defines f16_f8_run after including this header: f16_f8_loop and SIMD_F16_F8 below),
  * MXP_SIMD_PIN(v) (an empty asm that makes the vector v opaque, so that the
  * compiler keeps a hoisted constant in a register instead of rebuilding it in a loop),
  * MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size),
@@ -1668,6 +1669,40 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
 #endif
     scalar_tail(to, t.dt, MXP__RNE, d + 2 * i, s + ib * i, n - i, a, a->index0 + i);
 }
+#endif
+
+#ifdef MXP_SIMD_F16_F8
+/*
+ * float16 -> float8 nearest-even around the ISA file's f16_f8_run (defined after this header:
+ * steps on 16-bit lanes, the rules in cvt_avx512.c), which returns the first element it left:
+ * streaming from the first 32-byte boundary of the destination (the reference before it) when
+ * the call is large or args.stream says so, the reference for the tail.
+ */
+static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int e4, int sat,
+                                     int nt);
+static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, mxp_dtype to,
+                                    int sat)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    const int e4 = to == MXP_FLOAT8_E4M3FN;
+    size_t i = 0;
+    if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
+        i = (32 - (uintptr_t)d % 32) % 32; /* the streaming stores: 32-byte aligned */
+        scalar_tail(to, MXP_FLOAT16, MXP__RNE, d, s, i, a, a->index0);
+        i = f16_f8_run(d, s, i, n, e4, sat, 1);
+        if (!a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
+    } else {
+        i = f16_f8_run(d, s, i, n, e4, sat, 0);
+    }
+    scalar_tail(to, MXP_FLOAT16, MXP__RNE, d + i, s + 2 * i, n - i, a, a->index0 + i);
+}
+#define SIMD_F16_F8(name, to)                                                                  \
+    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
+    {                                                                                          \
+        if (a->saturate) f16_f8_loop(dst, src, n, a, to, 1);                                   \
+        else f16_f8_loop(dst, src, n, a, to, 0);                                               \
+    }
 #endif
 
 /* ---- the kernels and their registration ------------------------------------------------- */
