@@ -27,8 +27,9 @@
  * slower). Into float8 they do not: the float32 -> float8 kernels' streaming steps are built to
  * hide memory latency and are slower on a source in L1 (session 23), and a byte per element saves
  * little read-for-ownership; float16 -> e5m2 at 2^26 was 1.3-1.8x slower streamed (six
- * processes). A float64 source's round-to-odd step is told to prefetch (it does where the CPU's
- * choice says so, mxp__avx512_prefetch; on Zen 4 the prefetch cost 8-17%). AMD Zen 4, avx512,
+ * processes). In a streaming call a float64 source's round-to-odd step is told to prefetch (so
+ * not into float8; it does where the CPU's choice says so, mxp__avx512_prefetch; on Zen 4 the
+ * prefetch cost 8-17%). AMD Zen 4, avx512,
  * 2^26 elements, a harness timing both builds alternately in one process (medians of 9-25 calls;
  * the composed paths' times also move by up to 1.5x from one process to the next), before /
  * after: e5m2 -> bfloat16 0.243 / 0.165 ns/element, bfloat16 ->
