@@ -576,64 +576,84 @@ PRIM bool hw_e4m3_nan4(const void *p)
 void mxp__cvt_register_avx2(mxp__kernels *k) { simd_register(k); }
 
 /*
- * float16 -> float8 nearest-even on 16-bit lanes, 32 elements per step: cvt_avx512.c's
- * f16_e5m2_w / f16_e4m3_w / f16_e4m3_tiny (the rules are explained there) on two 16-lane
- * vectors. AVX2 has no 16-bit variable shifts, so the e4m3fn lanes below 2^-6 (a step with one
- * takes f16_e4m3_tiny) are computed in 32-bit lanes, eight at a time, and packed back. The
- * composed path these replace widened every block to float32 on the stack: Zen 4, --isa avx2,
- * 0.137 ns/element in cache, 0.23 at 2^26.
+ * float16 / bfloat16 -> float8 nearest-even on 16-bit lanes, 32 elements per step: cvt_avx512.c's
+ * f16_e5m2_w / f16_e4m3_w / f16_e4m3_tiny (the float16 rules are explained there) on two
+ * 16-lane vectors, written for both sources. With a = |h|, D = the dropped mantissa bits (m_src
+ * - m_dst: 8 float16 -> e5m2, 7 -> e4m3fn, 5 bfloat16 -> e5m2, 4 -> e4m3fn) and R = the rebias
+ * (bias_src - bias_dst) << m_dst (0, 64, 448, 960), a target normal's code is
+ *     ((a + 2^(D-1) - 1 + lsb) >> D) - R,   lsb = bit D of a,
+ * a carry out of the mantissa moving into the exponent; a source above max finite lands above it
+ * (capped: e5m2 at 0x7C, infinity, or 0x7B when saturating; e4m3fn at 0x7F, NaN, or 0x7E), and a
+ * NaN becomes the target's quiet NaN with the top payload bits, ((a >> D) & 0x7F) | 2 for e5m2
+ * (the reference's rule), 0x7F for e4m3fn. float16 -> e5m2 needs nothing else (the same exponent
+ * range); in the other three, a below the target's normal range (2^-6 or 2^-14) takes the step's
+ * tiny pass: the code is the value over the target's quantum, nearest-even, i.e. the source's
+ * significand sig (implicit bit or-ed in) shifted right by sh = S - e (e = the exponent field,
+ * S = bias_src + m_src + 1 - bias_dst - m_dst: 16, 125, 118), with variable shifts, which AVX2
+ * has only on 32-bit lanes: eight at a time, packed back (a source subnormal or zero, e = 0,
+ * shifts everything out). The composed path these replace widened every block to float32 on
+ * the stack: Zen 4, --isa avx2, float16 -> e4m3fn 0.137 ns/element in cache, 0.23 at 2^26;
+ * bfloat16 -> e4m3fn 0.165 in cache.
  */
-PRIM __m256i f16_f8_w(__m256i h, int e4, int sat, __m256i *tiny)
+PRIM __m256i f16_f8_w(__m256i h, int e4, int bf, int sat, __m256i *tiny)
 {
+    const int D = (bf ? 7 : 10) - (e4 ? 3 : 2), R = bf ? (e4 ? 960 : 448) : (e4 ? 64 : 0);
+    const int lo = bf ? (e4 ? 121 << 7 : 113 << 7) : 0x2400; /* the target's normal range: a >= lo */
     const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)), hs = _mm256_srli_epi16(h, 8);
-    const __m256i nan = _mm256_cmpgt_epi16(a, _mm256_set1_epi16(0x7C00)); /* a < 2^15: signed is fine */
+    const __m256i nan = _mm256_cmpgt_epi16(a, _mm256_set1_epi16(bf ? 0x7F80 : 0x7C00)); /* a < 2^15: signed is fine */
     const __m256i sign = _mm256_and_si256(hs, _mm256_set1_epi16(0x80));
+    const __m256i lsb = _mm256_and_si256(D == 8 ? hs : _mm256_srli_epi16(a, D), _mm256_set1_epi16(1));
+    __m256i t = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(a, _mm256_set1_epi16((short)((1 << (D - 1)) - 1))), lsb), D);
+    if (R) t = _mm256_sub_epi16(t, _mm256_set1_epi16((short)R)); /* below lo it wraps: those lanes are tiny */
+    if (!e4 || bf) *tiny = _mm256_setzero_si256();
     if (!e4) {
-        const __m256i lsb = _mm256_and_si256(hs, _mm256_set1_epi16(1));
-        __m256i t = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(a, _mm256_set1_epi16(0x7F)), lsb), 8);
-        if (sat) t = _mm256_min_epu16(t, _mm256_set1_epi16(0x7B));
-        return _mm256_blendv_epi8(_mm256_or_si256(t, sign), _mm256_or_si256(hs, _mm256_set1_epi16(2)), nan);
+        if (sat || bf) t = _mm256_min_epu16(t, _mm256_set1_epi16(sat ? 0x7B : 0x7C));
+        if (bf) *tiny = _mm256_cmpgt_epi16(_mm256_set1_epi16((short)lo), a);
+        /* float16: hs already holds the sign, the exponent field and the top payload bits */
+        const __m256i nanv = bf ? _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, D), _mm256_set1_epi16(0x7F)), sign)
+                                : hs;
+        return _mm256_blendv_epi8(_mm256_or_si256(t, sign), _mm256_or_si256(nanv, _mm256_set1_epi16(2)), nan);
     }
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(a, 7), _mm256_set1_epi16(1));
-    __m256i t = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(a, _mm256_set1_epi16(0x3F)), lsb), 7);
-    t = _mm256_min_epu16(_mm256_sub_epi16(t, _mm256_set1_epi16(64)), _mm256_set1_epi16(sat ? 0x7E : 0x7F));
+    t = _mm256_min_epu16(t, _mm256_set1_epi16(sat ? 0x7E : 0x7F));
     if (sat) t = _mm256_blendv_epi8(t, _mm256_set1_epi16(0x7F), nan);
-    *tiny = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x2400), a);
+    *tiny = _mm256_cmpgt_epi16(_mm256_set1_epi16((short)lo), a);
     return _mm256_or_si256(t, sign);
 }
-/* the e4m3fn codes of 8 float16 (zero-extended to 32-bit lanes) below 2^-6, without the sign */
-PRIM __m256i f16_e4m3_tiny8(__m256i x)
+/* the float8 codes of 8 float16 / bfloat16 (zero-extended to 32-bit lanes) below the target's
+ * normal range, without the sign */
+PRIM __m256i f16_f8_tiny8(__m256i x, int e4, int bf)
 {
+    const int m = bf ? 7 : 10, S = bf ? (e4 ? 125 : 118) : 16;
     const __m256i one = _mm256_set1_epi32(1);
-    const __m256i e = _mm256_srli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFF)), 10);
-    const __m256i sh = _mm256_sub_epi32(_mm256_set1_epi32(16), e);
-    const __m256i sig = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0x3FF)), _mm256_set1_epi32(0x400));
+    const __m256i e = _mm256_srli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFF)), m);
+    const __m256i sh = _mm256_sub_epi32(_mm256_set1_epi32(S), e);
+    const __m256i sig = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32((1 << m) - 1)), _mm256_set1_epi32(1 << m));
     const __m256i lsb = _mm256_and_si256(_mm256_srlv_epi32(sig, sh), one);
     const __m256i half = _mm256_sub_epi32(_mm256_sllv_epi32(one, _mm256_sub_epi32(sh, one)), one);
     return _mm256_srlv_epi32(_mm256_add_epi32(_mm256_add_epi32(sig, half), lsb), sh);
 }
 /* t with its tiny lanes (mask z) replaced by their codes, the sign (bit 7 of t) kept */
-PRIM __m256i f16_e4m3_tiny(__m256i h, __m256i t, __m256i z)
+PRIM __m256i f16_f8_tiny(__m256i h, __m256i t, __m256i z, int e4, int bf)
 {
-    const __m256i lo = f16_e4m3_tiny8(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)));
-    const __m256i hi = f16_e4m3_tiny8(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)));
+    const __m256i lo = f16_f8_tiny8(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), e4, bf);
+    const __m256i hi = f16_f8_tiny8(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), e4, bf);
     const __m256i code = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8); /* element order */
     const __m256i sign = _mm256_and_si256(t, _mm256_set1_epi16(0x80));
     return _mm256_blendv_epi8(t, _mm256_or_si256(code, sign), z);
 }
-static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int e4, int sat,
-                                     int nt)
+static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int e4, int bf,
+                                     int sat, int nt)
 {
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
     for (; i + 32 <= n; i += 32) {
         const __m256i h0 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i));
         const __m256i h1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i + 32));
         if (pf) MXP_SIMD_PREFETCH(s + 2 * i + MXP_SIMD_PREFETCH_DIST);
-        __m256i z0 = _mm256_setzero_si256(), z1 = z0;
-        __m256i b0 = f16_f8_w(h0, e4, sat, &z0), b1 = f16_f8_w(h1, e4, sat, &z1);
-        if (e4 && !_mm256_testz_si256(_mm256_or_si256(z0, z1), _mm256_or_si256(z0, z1))) {
-            b0 = f16_e4m3_tiny(h0, b0, z0);
-            b1 = f16_e4m3_tiny(h1, b1, z1);
+        __m256i z0, z1;
+        __m256i b0 = f16_f8_w(h0, e4, bf, sat, &z0), b1 = f16_f8_w(h1, e4, bf, sat, &z1);
+        if ((e4 || bf) && !_mm256_testz_si256(_mm256_or_si256(z0, z1), _mm256_or_si256(z0, z1))) {
+            b0 = f16_f8_tiny(h0, b0, z0, e4, bf);
+            b1 = f16_f8_tiny(h1, b1, z1, e4, bf);
         }
         const __m256i b = _mm256_permute4x64_epi64(_mm256_packus_epi16(b0, b1), 0xD8); /* element order */
         if (nt) MXP__STREAM256((__m256i *)(void *)(d + i), b);
@@ -641,8 +661,10 @@ static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, s
     }
     return i;
 }
-SIMD_F16_F8(cvt_e4m3_f16__avx2, MXP_FLOAT8_E4M3FN)
-SIMD_F16_F8(cvt_e5m2_f16__avx2, MXP_FLOAT8_E5M2)
+SIMD_F16_F8(cvt_e4m3_f16__avx2, MXP_FLOAT8_E4M3FN, MXP_FLOAT16)
+SIMD_F16_F8(cvt_e5m2_f16__avx2, MXP_FLOAT8_E5M2, MXP_FLOAT16)
+SIMD_F16_F8(cvt_e4m3_bf16__avx2, MXP_FLOAT8_E4M3FN, MXP_BFLOAT16)
+SIMD_F16_F8(cvt_e5m2_bf16__avx2, MXP_FLOAT8_E5M2, MXP_BFLOAT16)
 
 /*
  * e4m3fn <-> e5m2 nearest-even on 32 bytes at a time (they went through a float32 block,
@@ -869,4 +891,6 @@ void mxp__cvt_register_avx2_pairs(mxp__kernels *k)
     k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__RNE] = cvt_e5m2_e4m3__avx2;
     k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT16][MXP__RNE] = cvt_e4m3_f16__avx2;
     k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT16][MXP__RNE] = cvt_e5m2_f16__avx2;
+    k->cvt[MXP_FLOAT8_E4M3FN][MXP_BFLOAT16][MXP__RNE] = cvt_e4m3_bf16__avx2;
+    k->cvt[MXP_FLOAT8_E5M2][MXP_BFLOAT16][MXP__RNE] = cvt_e5m2_bf16__avx2;
 }

@@ -1144,9 +1144,10 @@ PRIM V f16_e4m3_tiny(V h, V t, __mmask32 tiny)
     /* the tiny lanes: code | the sign (bit 7 of t) */
     return _mm512_mask_mov_epi16(t, tiny, _mm512_ternarylogic_epi32(t, _mm512_set1_epi16(0x80), code, 0xEA));
 }
-static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int e4, int sat,
-                                     int nt)
+static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int e4, int bf,
+                                     int sat, int nt)
 {
+    (void)bf; /* float16 only here: bfloat16 -> float8 has bf16_f8_loop */
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
     for (; i + 64 <= n; i += 64) {
         const V h0 = _mm512_loadu_si512(s + 2 * i);
@@ -1167,8 +1168,8 @@ static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, s
     }
     return i;
 }
-SIMD_F16_F8(cvt_e4m3_f16__avx512, MXP_FLOAT8_E4M3FN)
-SIMD_F16_F8(cvt_e5m2_f16__avx512, MXP_FLOAT8_E5M2)
+SIMD_F16_F8(cvt_e4m3_f16__avx512, MXP_FLOAT8_E4M3FN, MXP_FLOAT16)
+SIMD_F16_F8(cvt_e5m2_f16__avx512, MXP_FLOAT8_E5M2, MXP_FLOAT16)
 void mxp__cvt_register_avx512_pairs(mxp__kernels *k)
 {
     simd_register_to16(k); /* bfloat16 <-> float16 (float16 -> bfloat16: AVX512_BF16 replaces it) */

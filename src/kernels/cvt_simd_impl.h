@@ -1673,35 +1673,36 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
 
 #ifdef MXP_SIMD_F16_F8
 /*
- * float16 -> float8 nearest-even around the ISA file's f16_f8_run (defined after this header:
- * steps on 16-bit lanes, the rules in cvt_avx512.c), which returns the first element it left:
- * streaming from the first 32-byte boundary of the destination (the reference before it) when
- * the call is large or args.stream says so, the reference for the tail.
+ * float16 (or, where the ISA file's step takes it, bfloat16: bf = 1) -> float8 nearest-even
+ * around the ISA file's f16_f8_run (defined after this header: steps on 16-bit lanes, the rules
+ * in cvt_avx512.c and cvt_avx2.c), which returns the first element it left: streaming from the
+ * first 32-byte boundary of the destination (the reference before it) when the call is large or
+ * args.stream says so, the reference for the tail.
  */
-static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int e4, int sat,
-                                     int nt);
+static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int e4, int bf,
+                                     int sat, int nt);
 static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, mxp_dtype to,
-                                    int sat)
+                                    mxp_dtype from, int sat)
 {
     unsigned char *d = (unsigned char *)dst;
     const unsigned char *s = (const unsigned char *)src;
-    const int e4 = to == MXP_FLOAT8_E4M3FN;
+    const int e4 = to == MXP_FLOAT8_E4M3FN, bf = from == MXP_BFLOAT16;
     size_t i = 0;
     if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
         i = (32 - (uintptr_t)d % 32) % 32; /* the streaming stores: 32-byte aligned */
-        scalar_tail(to, MXP_FLOAT16, MXP__RNE, d, s, i, a, a->index0);
-        i = f16_f8_run(d, s, i, n, e4, sat, 1);
+        scalar_tail(to, from, MXP__RNE, d, s, i, a, a->index0);
+        i = f16_f8_run(d, s, i, n, e4, bf, sat, 1);
         if (!a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
     } else {
-        i = f16_f8_run(d, s, i, n, e4, sat, 0);
+        i = f16_f8_run(d, s, i, n, e4, bf, sat, 0);
     }
-    scalar_tail(to, MXP_FLOAT16, MXP__RNE, d + i, s + 2 * i, n - i, a, a->index0 + i);
+    scalar_tail(to, from, MXP__RNE, d + i, s + 2 * i, n - i, a, a->index0 + i);
 }
-#define SIMD_F16_F8(name, to)                                                                  \
+#define SIMD_F16_F8(name, to, from)                                                            \
     static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
     {                                                                                          \
-        if (a->saturate) f16_f8_loop(dst, src, n, a, to, 1);                                   \
-        else f16_f8_loop(dst, src, n, a, to, 0);                                               \
+        if (a->saturate) f16_f8_loop(dst, src, n, a, to, from, 1);                             \
+        else f16_f8_loop(dst, src, n, a, to, from, 0);                                         \
     }
 #endif
 
