@@ -603,8 +603,9 @@ PRIM __m256i f16_f8_w(__m256i h, int e4, int bf, int sat, __m256i *tiny)
     const __m256i nan = _mm256_cmpgt_epi16(a, _mm256_set1_epi16(bf ? 0x7F80 : 0x7C00)); /* a < 2^15: signed is fine */
     const __m256i sign = _mm256_and_si256(hs, _mm256_set1_epi16(0x80));
     const __m256i lsb = _mm256_and_si256(D == 8 ? hs : _mm256_srli_epi16(a, D), _mm256_set1_epi16(1));
-    __m256i t = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(a, _mm256_set1_epi16((short)((1 << (D - 1)) - 1))), lsb), D);
-    if (R) t = _mm256_sub_epi16(t, _mm256_set1_epi16((short)R)); /* below lo it wraps: those lanes are tiny */
+    /* the rebias in the rounding add (R << D <= lo): only lanes below lo wrap, and those are tiny */
+    const short k = (short)((1 << (D - 1)) - 1 - (R << D));
+    __m256i t = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(a, _mm256_set1_epi16(k)), lsb), D);
     if (!e4 || bf) *tiny = _mm256_setzero_si256();
     if (!e4) {
         if (sat || bf) t = _mm256_min_epu16(t, _mm256_set1_epi16(sat ? 0x7B : 0x7C));
