@@ -79,8 +79,9 @@ static const conv convs[] = {
     {"f32->f16 SR", MXP_FLOAT16, MXP_FLOAT32, MXP__SR, false},
     {"f32->e4m3fn SR", MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__SR, false},
     {"f32->e5m2 SR", MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__SR, false},
-    /* the other pairs (float64 by AVX; narrow <-> narrow and float64 -> narrow composed from
-     * the float32 kernels, src/kernels/cvt_compose.c) */
+    /* the other pairs (float64 by AVX; the narrow <-> narrow nearest-even pairs by their own
+     * kernels on x86; stochastic narrow -> narrow and float64 -> narrow nearest-even composed
+     * from the float32 kernels, src/kernels/cvt_compose.c) */
     {"f64->f32", MXP_FLOAT32, MXP_FLOAT64, MXP__RNE, false},
     {"f32->f64", MXP_FLOAT64, MXP_FLOAT32, MXP__RNE, false},
     {"f64->bf16", MXP_BFLOAT16, MXP_FLOAT64, MXP__RNE, false},
@@ -91,6 +92,8 @@ static const conv convs[] = {
     {"e4m3fn->bf16", MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP__RNE, false},
     {"f16->e4m3fn", MXP_FLOAT8_E4M3FN, MXP_FLOAT16, MXP__RNE, false},
     {"bf16->f16", MXP_FLOAT16, MXP_BFLOAT16, MXP__RNE, false},
+    {"e4m3fn->e5m2", MXP_FLOAT8_E5M2, MXP_FLOAT8_E4M3FN, MXP__RNE, false},
+    {"bf16->e4m3fn SR", MXP_FLOAT8_E4M3FN, MXP_BFLOAT16, MXP__SR, false},
 };
 #define NCONVS (sizeof convs / sizeof convs[0])
 

@@ -886,7 +886,6 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #define MXP_SIMD_PREFETCH_BF16 0
 #define MXP_SIMD_PREFETCH_WIDEN 0
 
-#define MXP_SIMD_NO_F8_16 1 /* float8 -> float16 / bfloat16: by table, f8w_loop below */
 #define MXP_SIMD_F16_F8 1 /* f16_f8_run, below */
 #include "cvt_simd_impl.h"
 

@@ -145,8 +145,7 @@
  *                             and subnormal results alike), else false with nothing stored
  * and may define MXP_SIMD_NO_SPECIALISE (one copy of each loop with saturate / streaming as
  * run-time flags instead of four constant-folded copies: the emulated-AVX-512 test build, whose
- * compile time grows with code size), MXP_SIMD_NO_F8_16 (the ISA file has its own float8 ->
- * float16 / bfloat16 kernels: to16_loop then only takes bfloat16 <-> float16), MXP_SIMD_F16_F8
+ * compile time grows with code size), MXP_SIMD_F16_F8
  * (it defines f16_f8_run after including this header: f16_f8_loop and SIMD_F16_F8 below),
  * MXP_SIMD_PIN(v) (an empty asm that makes the vector v opaque, so that the
  * compiler keeps a hoisted constant in a register instead of rebuilding it in a loop),
@@ -1545,22 +1544,20 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 
 #ifdef MXP_SIMD_HW_F16
 /*
- * float8 -> float16 / bfloat16 and bfloat16 <-> float16 nearest-even without the float32 block of
- * the composed path (cvt_compose.c: widen to float32, then round): widen_one (exact, NaN quiet
- * with its payload, as the reference widens), then
- *  - bfloat16 from float16: the float32 -> bfloat16 step (bf16_fast, narrow1 for a NaN step);
- *  - float16: hw_f16_st2, the float32 -> float16 nearest-even step (one rounding of the exact
- *    value: the reference's result, NaN included; sat: +-inf results -> +-max);
- *  - bfloat16 (float8 sources only): the high half. Every float8 value is a bfloat16 (and a
- *    float16: e4m3fn 2^-9 .. 448, e5m2 2^-16 .. 57344, 2 and 3 significant bits), so the low half
- *    is zero; a quiet NaN keeps its quiet bit and the payload's top bits, the reference's NaN
- *    rule; sat: widen_one already made e5m2's +-inf +-FLT_MAX, whose high half is bfloat16's max.
- * e4m3fn has no infinity, so saturation changes nothing for it. 2*VL elements per step, the
- * reference for the tail (and, streaming, for the head up to the 4*VL-byte boundary).
+ * bfloat16 <-> float16 nearest-even without the float32 block of the composed path
+ * (cvt_compose.c: widen to float32, then round): widen_one (exact, NaN quiet with its payload,
+ * as the reference widens), then
+ *  - bfloat16 from float16 (bf = 1): the float32 -> bfloat16 step (bf16_rne2 / bf16_fast,
+ *    narrow1 for a NaN step);
+ *  - float16 from bfloat16 (bf = 0): hw_f16_st2, the float32 -> float16 nearest-even step (one
+ *    rounding of the exact value: the reference's result, NaN included; sat: +-inf -> +-max).
+ * 2*VL elements per step, the reference for the tail (and, streaming, for the head up to the
+ * 4*VL-byte boundary). (Until session 27 the float8 -> float16 / bfloat16 pairs came here too;
+ * each ISA file has its own now.)
  */
 PRIM void to16_st2(unsigned char *p, V x, V y, int bf, int sat, int nt) /* x, y: float32 bits */
 {
-    if (bf == 2) { /* rounding to bfloat16 (a float16 source): bf16_rne2 / bf16_fast, narrow1 for NaN */
+    if (bf) {
         V bx, by;
         if (!m_any(m_or(bf16_bad(x), bf16_bad(y)))) {
 #ifdef MXP_SIMD_BF16_RNE2
@@ -1581,13 +1578,6 @@ PRIM void to16_st2(unsigned char *p, V x, V y, int bf, int sat, int nt) /* x, y:
 #else
         st16x2(p, bx, by);
 #endif
-    } else if (bf) {
-#ifdef MXP_SIMD_NT_STORE32
-        if (nt) st16x2_nt(p, v_srli(x, 16), v_srli(y, 16));
-        else st16x2(p, v_srli(x, 16), v_srli(y, 16));
-#else
-        st16x2(p, v_srli(x, 16), v_srli(y, 16));
-#endif
     } else {
         hw_f16_st2(p, x, y, sat, nt);
     }
@@ -1595,17 +1585,13 @@ PRIM void to16_st2(unsigned char *p, V x, V y, int bf, int sat, int nt) /* x, y:
 static SIMD_INLINE size_t to16_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
                                    int bf, int sat, int nt)
 {
-    const size_t ib = (size_t)t.bits / 8;
     const int sbf = t.dt == MXP_BFLOAT16;
-    /* bfloat16 from float8: +-inf -> +-FLT_MAX in the widening; float16: hw_f16_st2; bfloat16
-     * from float16 (bf == 2): bf16_fast / narrow1 */
-    const int wsat = bf == 1 && sat;
     for (; i + 2 * VL <= n; i += 2 * VL) {
 #if defined(MXP_SIMD_BF16_RNE2) && defined(MXP_SIMD_ANY_NAN4)
         /* bfloat16 from float16: 4*VL elements without a NaN by bf16_rne2, as narrow_loop does */
-        if (bf == 2 && i + 4 * VL <= n) {
-            const V x0 = widen_one(s + ib * i, t, 0, 0), x1 = widen_one(s + ib * (i + VL), t, 0, 0);
-            const V x2 = widen_one(s + ib * (i + 2 * VL), t, 0, 0), x3 = widen_one(s + ib * (i + 3 * VL), t, 0, 0);
+        if (bf && i + 4 * VL <= n) {
+            const V x0 = widen_one(s + 2 * i, t, 0, 0), x1 = widen_one(s + 2 * (i + VL), t, 0, 0);
+            const V x2 = widen_one(s + 2 * (i + 2 * VL), t, 0, 0), x3 = widen_one(s + 2 * (i + 3 * VL), t, 0, 0);
             if (!any_nan4(x0, x1, x2, x3)) {
                 const V k = v_set1(0x7FFFu);
                 bf16_rne2(d + 2 * i, x0, x1, k, sat, nt);
@@ -1615,35 +1601,21 @@ static SIMD_INLINE size_t to16_run(unsigned char *d, const unsigned char *s, siz
             }
         }
 #endif
-#ifdef MXP_SIMD_HW_E4M3
-        /* e4m3fn: 4*VL bytes without a NaN skip the NaN fix-up, as widen_run does */
-        if (t.dt == MXP_FLOAT8_E4M3FN && i + 4 * VL <= n && !hw_e4m3_nan4(s + i)) {
-            to16_st2(d + 2 * i, hw_e4m3_ld_nonan(s + i), hw_e4m3_ld_nonan(s + i + VL), bf, sat, nt);
-            to16_st2(d + 2 * i + 4 * VL, hw_e4m3_ld_nonan(s + i + 2 * VL), hw_e4m3_ld_nonan(s + i + 3 * VL), bf,
-                     sat, nt);
-            i += 2 * VL;
-            continue;
-        }
-#endif
-        to16_st2(d + 2 * i, widen_one(s + ib * i, t, sbf, wsat), widen_one(s + ib * (i + VL), t, sbf, wsat), bf,
-                 sat, nt);
+        to16_st2(d + 2 * i, widen_one(s + 2 * i, t, sbf, 0), widen_one(s + 2 * (i + VL), t, sbf, 0), bf, sat, nt);
     }
     return i;
 }
-/* source format t -> `to` (float16, or bfloat16), nearest-even */
+/* source format t (float16 or bfloat16) -> `to` (the other one), nearest-even */
 static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt t,
                                   mxp_dtype to)
 {
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
-    const size_t ib = (size_t)t.bits / 8;
-    /* bf: 0 float16, 1 bfloat16 exactly (from float8), 2 bfloat16 rounded (from float16) */
-    const int bf = to != MXP_BFLOAT16 ? 0 : t.dt == MXP_FLOAT16 ? 2 : 1;
-    const int sat = a->saturate && t.dt != MXP_FLOAT8_E4M3FN;
+    const int bf = to == MXP_BFLOAT16, sat = a->saturate;
     size_t i = 0;
     int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32
-    if (n >= 2 * VL && (n * (ib + 2) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
+    if (n >= 2 * VL && (n * 4 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
         const size_t align = 4 * VL;
         i = (align - (uintptr_t)d % align) % align / 2; /* < 2*VL <= n */
         scalar_tail(to, t.dt, MXP__RNE, d, s, i, a, a->index0);
@@ -1653,10 +1625,7 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
 #ifdef MXP_SIMD_NO_SPECIALISE
     i = to16_run(d, s, i, n, t, bf, sat, nt);
 #else
-    if (bf == 2) {
-        if (sat) i = nt ? to16_run(d, s, i, n, t, 2, 1, 1) : to16_run(d, s, i, n, t, 2, 1, 0);
-        else i = nt ? to16_run(d, s, i, n, t, 2, 0, 1) : to16_run(d, s, i, n, t, 2, 0, 0);
-    } else if (bf) {
+    if (bf) {
         if (sat) i = nt ? to16_run(d, s, i, n, t, 1, 1, 1) : to16_run(d, s, i, n, t, 1, 1, 0);
         else i = nt ? to16_run(d, s, i, n, t, 1, 0, 1) : to16_run(d, s, i, n, t, 1, 0, 0);
     } else {
@@ -1667,7 +1636,7 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
 #ifdef MXP_SIMD_NT_STORE32
     if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
 #endif
-    scalar_tail(to, t.dt, MXP__RNE, d + 2 * i, s + ib * i, n - i, a, a->index0 + i);
+    scalar_tail(to, t.dt, MXP__RNE, d + 2 * i, s + 2 * i, n - i, a, a->index0 + i);
 }
 #endif
 
@@ -1744,12 +1713,6 @@ SIMD_WIDEN(cvt_f32_e5m2, SF_E5M2, 0)
     }
 SIMD_TO16(cvt_f16_bf16, SF_BF16, MXP_FLOAT16)
 SIMD_TO16(cvt_bf16_f16, SF_F16, MXP_BFLOAT16)
-#ifndef MXP_SIMD_NO_F8_16
-SIMD_TO16(cvt_f16_e4m3, SF_E4M3, MXP_FLOAT16)
-SIMD_TO16(cvt_f16_e5m2, SF_E5M2, MXP_FLOAT16)
-SIMD_TO16(cvt_bf16_e4m3, SF_E4M3, MXP_BFLOAT16)
-SIMD_TO16(cvt_bf16_e5m2, SF_E5M2, MXP_BFLOAT16)
-#endif
 #endif
 
 /* Fill the 16 float32 <-> narrow entries (widening: the same exact kernel for both modes). */
@@ -1772,21 +1735,12 @@ static void simd_register(mxp__kernels *k)
 }
 
 #ifdef MXP_SIMD_HW_F16
-/* The float8 -> float16 / bfloat16 entries (exact: one kernel for both modes; unless the ISA file
- * has its own, MXP_SIMD_NO_F8_16) and bfloat16 <-> float16 nearest-even (stochastic rounding stays
- * composed). Registered after cvt_compose.c's, which they replace (dispatch.c). */
+/* bfloat16 <-> float16 nearest-even (float8 -> float16 / bfloat16 have their own kernels in each
+ * ISA file). Registered after cvt_compose.c's, which they replace (dispatch.c). */
 static void simd_register_to16(mxp__kernels *k)
 {
     k->cvt[MXP_FLOAT16][MXP_BFLOAT16][MXP__RNE] = SIMD_FN(cvt_f16_bf16);
     k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__RNE] = SIMD_FN(cvt_bf16_f16); /* AVX512_BF16: replaced */
-#ifndef MXP_SIMD_NO_F8_16
-    static const mxp__cvt_fn fns[2][2] = {{SIMD_FN(cvt_f16_e4m3), SIMD_FN(cvt_f16_e5m2)},
-                                          {SIMD_FN(cvt_bf16_e4m3), SIMD_FN(cvt_bf16_e5m2)}};
-    for (int to = 0; to < 2; to++)
-        for (int f = 0; f < 2; f++)
-            for (int mode = 0; mode < MXP__NMODES; mode++)
-                k->cvt[to ? MXP_BFLOAT16 : MXP_FLOAT16][f ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN][mode] = fns[to][f];
-#endif
 }
 #endif
 
