@@ -918,6 +918,69 @@ static void test_sr_boundary(void **state)
     free(dst);
 }
 
+/*
+ * The same boundary from a bfloat16 source (the stochastic kernels from 16-bit sources,
+ * cvt_simd_impl.h's sr16_loop, and the composed ones). A bfloat16 has 8 significant bits, so a
+ * dropped part F (in 2^-32 quanta) small enough for r's low 11 bits to decide (F <= 2^11) needs
+ * an index whose r is within 2^11 of 2^32: found by scanning indices, then each is the element
+ * 37 of a call of 80 elements (index0 = that index - 37; the others 1.0, so that its step leaves
+ * the fast path). With T = 2^32 - r, x = F * Q / 2^32 rounds up (smallest subnormal code) for F
+ * = the smallest 8-significant-bit number >= T and down (0) for the largest one below T, either
+ * sign; targets e4m3fn, e5m2, float16. A float16 source never gets here: its dropped parts are
+ * multiples of 2^17 quanta or more, so r's top 21 bits decide. Fails a kernel that drops the
+ * hash's last step on this path.
+ */
+static void test_sr_boundary16(void **state)
+{
+    (void)state;
+    enum { N = 80, AT = 37, WANT = 6 };
+    static const struct {
+        int dt, q_exp;
+    } tg[] = {{MXP_FLOAT8_E4M3FN, -9}, {MXP_FLOAT8_E5M2, -16}, {MXP_FLOAT16, -24}};
+    const uint64_t seed = 0xB0B0ull;
+    uint64_t found[WANT];
+    int nf = 0;
+    for (uint64_t i = AT; nf < WANT && i < (1ull << 30); i++)
+        if (mxp__sr_bits(seed, i) >= 0xFFFFF800u) found[nf++] = i;
+    assert_int_equal(nf, WANT);
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 2];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    int ntabs = tables_to_check(tabs, scratch);
+    tabs[ntabs++] = mxp__scalar_kernels();
+    uint16_t src[N];
+    unsigned char dst[2 * N];
+    int checked = 0;
+    for (int ti = 0; ti < ntabs; ti++)
+        for (size_t g = 0; g < sizeof tg / sizeof tg[0]; g++)
+            for (int f = 0; f < nf; f++)
+                for (int v = 0; v < 4; v++) { /* bit 0: the F below T (round down); bit 1: negative */
+                    const uint32_t r = mxp__sr_bits(seed, found[f]);
+                    const uint32_t T = (uint32_t)(0x100000000ull - r); /* 1 .. 2^11 */
+                    uint32_t F = T;
+                    int sh = 0;
+                    while ((F >> sh) >= 256) sh++;
+                    /* F rounded to 8 significant bits: up (>= T), or the one below T */
+                    F = (v & 1) ? ((T - 1) >> sh) << sh : ((T + (1u << sh) - 1) >> sh) << sh;
+                    if (F == 0) continue;
+                    const float x = ldexpf((float)F, tg[g].q_exp - 32);
+                    uint32_t xb;
+                    memcpy(&xb, &x, 4);
+                    for (int i = 0; i < N; i++) src[i] = 0x3F80; /* 1.0 */
+                    src[AT] = (uint16_t)((xb >> 16) | ((v & 2) ? 0x8000u : 0u));
+                    const mxp__cvt_args a = {false, seed, found[f] - AT, false};
+                    tabs[ti]->cvt[tg[g].dt][MXP_BFLOAT16][MXP__SR](dst, src, N, &a);
+                    checked++;
+                    const int ob = tg[g].dt == MXP_FLOAT16 ? 2 : 1;
+                    const unsigned got = ob == 2 ? (unsigned)(dst[2 * AT] | dst[2 * AT + 1] << 8) : dst[AT];
+                    const unsigned want = ((v & 2) ? 1u << (8 * ob - 1) : 0u) | ((v & 1) ? 0u : 1u);
+                    if (got != want)
+                        fail_msg("%s bfloat16 -> %s SR: index %llu (r = 0x%08X) x = %a: got 0x%X, want 0x%X",
+                                 tabs[ti]->name, dt_name(tg[g].dt), (unsigned long long)found[f], (unsigned)r,
+                                 (double)x, got, want);
+                }
+    assert_true(checked > ntabs * 3 * WANT * 2);
+}
+
 static void test_narrow_sources(void **state)
 {
     (void)state;
@@ -1106,6 +1169,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mixed_data),
         cmocka_unit_test(test_narrow_sources),
         cmocka_unit_test(test_sr_boundary),
+        cmocka_unit_test(test_sr_boundary16),
         cmocka_unit_test(test_f64),
         cmocka_unit_test(test_fenv),
         cmocka_unit_test(test_streaming),

@@ -1638,6 +1638,132 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
 #endif
     scalar_tail(to, t.dt, MXP__RNE, d + 2 * i, s + 2 * i, n - i, a, a->index0 + i);
 }
+
+/*
+ * Stochastic rounding from float16 / bfloat16 (format f) to the other narrow formats (t) without
+ * the composed path's float32 block: each step widens 2*VL elements in registers (widen_one,
+ * exact) and rounds them as sr_run's general loop does: sr_fast where every lane is in t's
+ * normal range without a chance of overflow (or +-0), else narrow1 with the complete words.
+ * The result is the reference's: the decision depends only on the exact value and on the
+ * element's word (kernels.h). The float32 steps of sr_run that work on 16-bit lanes are not
+ * used here; the gain is the block's store and reload and, at 2^26, a single pass over memory:
+ * AMD Zen 4, bfloat16 -> e4m3fn stochastic, --isa avx512, 0.22 -> 0.18 ns/element in cache,
+ * 0.28-0.38 -> 0.19 at 2^26 (bench/RESULTS.md, session 27).
+ */
+static SIMD_INLINE size_t sr16_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
+                                   uint64_t key, const sfmt f, const sfmt t, int sat, int nt)
+{
+    const size_t ob = (size_t)t.bits / 8;
+    const int bf = f.dt == MXP_BFLOAT16;
+    const srconst sc = sr_consts(t);
+    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
+    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1((uint32_t)VL * MXP__SR_W);
+    V olim = v_set1(0x7FFFFFFFu - (sc.hi - sc.lo)), oadd = v_set1(0x7FFFFFFFu - sc.hi);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(m1);
+    MXP_SIMD_PIN(m2);
+    MXP_SIMD_PIN(khi);
+    MXP_SIMD_PIN(step);
+    MXP_SIMD_PIN(olim);
+    MXP_SIMD_PIN(oadd);
+#endif
+    V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    for (; i < end; i += 2 * VL) {
+        const V w0 = sr_words_hi(il, khi, m1, m2), w1 = sr_words_hi(v_add(il, step), khi, m1, m2);
+        /* bfloat16: the bits moved up, a NaN left as it is (narrow1 quiets it) */
+        const V u0 = bf ? v_slli(ld16(s + 2 * i), 16) : widen_one(s + 2 * i, f, 0, 0);
+        const V u1 = bf ? v_slli(ld16(s + 2 * i + 2 * VL), 16) : widen_one(s + 2 * i + 2 * VL, f, 0, 0);
+        const V a0 = v_and(u0, v_set1(0x7FFFFFFFu)), a1 = v_and(u1, v_set1(0x7FFFFFFFu));
+        il = v_add(il, v_add(step, step));
+        /* the fast steps of sr_run */
+        if (t.bias == 127) {
+#ifdef MXP_SIMD_ANY_NAN4
+            if (!any_nan4(u0, u1, u0, u1)) {
+#else
+            if (!m_any(m_or(bf16_bad(u0), bf16_bad(u1)))) {
+#endif
+#ifdef MXP_SIMD_ST16_HI2
+                st16_hi2(d + 2 * i, bf16_fast_t(u0, w0, 1, sat), bf16_fast_t(u1, w1, 1, sat), nt);
+#else
+                st_narrow2(d + 2 * i, bf16_fast(u0, w0, 1, sat), bf16_fast(u1, w1, 1, sat), 16, nt);
+#endif
+                continue;
+            }
+        }
+#ifdef MXP_SIMD_SR8_PATCH
+        else if (t.bits == 8) {
+            uint32_t out;
+            const V b = sr8_codes2(u0, u1, w0, w1, 23 - t.m, sc.lo, sc.hi, sc.rebias, &out);
+            if (out == 0) {
+                sr8w_store(d + i, b, nt);
+                continue;
+            }
+        }
+#endif
+        else if (!m_any(m_or(m_gt(olim, v_add(a0, oadd)), m_gt(olim, v_add(a1, oadd))))) {
+#ifdef MXP_SIMD_HW_F16
+            if (t.dt == MXP_FLOAT16) /* as in sr_run */
+                hw_f16_st2_rz(d + 2 * i, v_add(u0, v_srli(w0, 19)), v_add(u1, v_srli(w1, 19)), nt);
+            else
+#endif
+                st_narrow2(d + ob * i, sr_fast(u0, w0, t, sc, 0), sr_fast(u1, w1, t, sc, 0), t.bits, nt);
+            continue;
+        }
+        if (t.bias != 127 && !m_any(m_or(sr_bad_z(u0, sc), sr_bad_z(u1, sc)))) {
+            st_narrow2(d + ob * i, sr_fast(u0, w0, t, sc, 1), sr_fast(u1, w1, t, sc, 1), t.bits, nt);
+        } else {
+            const V over = v_set1(sat ? t.maxfin : t.fn ? 0x7Fu : t.inf);
+            st_narrow2(d + ob * i, narrow1(u0, sr_finish(w0), t, 1, over), narrow1(u1, sr_finish(w1), t, 1, over),
+                       t.bits, nt);
+        }
+    }
+    return i;
+}
+/* the runs of sr16_run between multiples of 2^32 indices, as narrow_loop's stochastic part */
+static SIMD_INLINE void sr16_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt f,
+                                  const sfmt t)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned char *d = (unsigned char *)dst;
+    const size_t ob = (size_t)t.bits / 8;
+    size_t i = 0;
+    int nt = 0;
+#ifdef MXP_SIMD_NT_STORE32
+    if (n >= 2 * VL && (n * (2 + ob) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % ob == 0) {
+        const size_t align = 2 * VL * ob;
+        i = (align - (uintptr_t)d % align) % align / ob; /* < 2*VL <= n */
+        scalar_tail(t.dt, f.dt, MXP__SR, d, s, i, a, a->index0);
+        nt = 1;
+    }
+#endif
+    while (i + 2 * VL <= n) {
+        const uint64_t idx = a->index0 + i;
+        const uint32_t lo = (uint32_t)idx;
+        const uint64_t room = 0x100000000ull - lo; /* indices before the low half wraps */
+        if (room < 2 * VL) { /* the reference takes the straddling elements, as in narrow_loop */
+            size_t cnt = (size_t)room;
+            while (nt && ((uintptr_t)(d + ob * (i + cnt)) % (2 * VL * ob)) != 0) cnt++;
+            if (cnt > n - i) cnt = n - i;
+            scalar_tail(t.dt, f.dt, MXP__SR, d + ob * i, s + 2 * i, cnt, a, idx);
+            i += cnt;
+            continue;
+        }
+        size_t cnt = n - i;
+        if ((uint64_t)cnt > room) cnt = (size_t)room;
+        const size_t end = i + cnt / (2 * VL) * (2 * VL);
+        const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
+#ifdef MXP_SIMD_NO_SPECIALISE
+        i = sr16_run(d, s, i, end, lo, key, f, t, a->saturate, nt);
+#else
+        if (a->saturate) i = nt ? sr16_run(d, s, i, end, lo, key, f, t, 1, 1) : sr16_run(d, s, i, end, lo, key, f, t, 1, 0);
+        else i = nt ? sr16_run(d, s, i, end, lo, key, f, t, 0, 1) : sr16_run(d, s, i, end, lo, key, f, t, 0, 0);
+#endif
+    }
+#ifdef MXP_SIMD_NT_STORE32
+    if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
+#endif
+    scalar_tail(t.dt, f.dt, MXP__SR, d + ob * i, s + 2 * i, n - i, a, a->index0 + i);
+}
 #endif
 
 #ifdef MXP_SIMD_F16_F8
@@ -1713,6 +1839,17 @@ SIMD_WIDEN(cvt_f32_e5m2, SF_E5M2, 0)
     }
 SIMD_TO16(cvt_f16_bf16, SF_BF16, MXP_FLOAT16)
 SIMD_TO16(cvt_bf16_f16, SF_F16, MXP_BFLOAT16)
+#define SIMD_SR16(base, F, T)                                                                  \
+    static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
+    {                                                                                          \
+        sr16_loop(dst, src, n, a, F, T);                                                       \
+    }
+SIMD_SR16(cvt_f16_bf16_sr, SF_BF16, SF_F16)
+SIMD_SR16(cvt_e4m3_bf16_sr, SF_BF16, SF_E4M3)
+SIMD_SR16(cvt_e5m2_bf16_sr, SF_BF16, SF_E5M2)
+SIMD_SR16(cvt_bf16_f16_sr, SF_F16, SF_BF16)
+SIMD_SR16(cvt_e4m3_f16_sr, SF_F16, SF_E4M3)
+SIMD_SR16(cvt_e5m2_f16_sr, SF_F16, SF_E5M2)
 #endif
 
 /* Fill the 16 float32 <-> narrow entries (widening: the same exact kernel for both modes). */
@@ -1736,11 +1873,18 @@ static void simd_register(mxp__kernels *k)
 
 #ifdef MXP_SIMD_HW_F16
 /* bfloat16 <-> float16 nearest-even (float8 -> float16 / bfloat16 have their own kernels in each
- * ISA file). Registered after cvt_compose.c's, which they replace (dispatch.c). */
+ * ISA file) and stochastic rounding from the 16-bit formats (sr16_loop). Registered after cvt_compose.c's, which they replace (dispatch.c). */
 static void simd_register_to16(mxp__kernels *k)
 {
     k->cvt[MXP_FLOAT16][MXP_BFLOAT16][MXP__RNE] = SIMD_FN(cvt_f16_bf16);
     k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__RNE] = SIMD_FN(cvt_bf16_f16); /* AVX512_BF16: replaced */
+    /* and stochastic rounding from float16 / bfloat16 to every other narrow format */
+    k->cvt[MXP_FLOAT16][MXP_BFLOAT16][MXP__SR] = SIMD_FN(cvt_f16_bf16_sr);
+    k->cvt[MXP_FLOAT8_E4M3FN][MXP_BFLOAT16][MXP__SR] = SIMD_FN(cvt_e4m3_bf16_sr);
+    k->cvt[MXP_FLOAT8_E5M2][MXP_BFLOAT16][MXP__SR] = SIMD_FN(cvt_e5m2_bf16_sr);
+    k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__SR] = SIMD_FN(cvt_bf16_f16_sr);
+    k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT16][MXP__SR] = SIMD_FN(cvt_e4m3_f16_sr);
+    k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT16][MXP__SR] = SIMD_FN(cvt_e5m2_f16_sr);
 }
 #endif
 
