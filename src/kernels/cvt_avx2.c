@@ -685,15 +685,15 @@ SIMD_F16_F8(cvt_e5m2_bf16__avx2, MXP_FLOAT8_E5M2, MXP_BFLOAT16)
  *    saturation changes nothing. The subnormals (a < 8, exact in e5m2) and the NaN (a = 0x7F)
  *    come from the reference's codes.
  * The table entries and the NaN code are filled at registration from the scalar reference
- * (f8b_init); test_isa checks every byte of both kernels against it.
+ * (mxp__f8b_init); test_isa checks every byte of both kernels against it.
  */
-static _Alignas(32) unsigned char f8b_sub[2][32]; /* [0]: e5m2 -> e4m3fn, a = 20 .. 35; [1]: e4m3fn -> e5m2, a < 8 */
-static unsigned char f8b_nan;                     /* e4m3fn -> e5m2: the code of +NaN (0x7F) */
+_Alignas(32) unsigned char mxp__f8b_sub[2][32]; /* kernels.h */
+unsigned char mxp__f8b_nan;
 PRIM __m256i e5m2_e4m3_b(__m256i b, int sat)
 {
     const __m256i a = _mm256_and_si256(b, _mm256_set1_epi8(0x7F));
     const __m256i nrm = _mm256_sub_epi8(_mm256_add_epi8(a, a), _mm256_set1_epi8(64));
-    const __m256i sub = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)(const void *)f8b_sub[0]),
+    const __m256i sub = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)(const void *)mxp__f8b_sub[0]),
                                             _mm256_sub_epi8(a, _mm256_set1_epi8(20)));
     __m256i r = _mm256_blendv_epi8(sub, nrm, _mm256_cmpgt_epi8(a, _mm256_set1_epi8(35)));
     r = _mm256_min_epu8(r, _mm256_set1_epi8(sat ? 0x7E : 0x7F));
@@ -707,9 +707,9 @@ PRIM __m256i e4m3_e5m2_b(__m256i b)
     const __m256i h = _mm256_and_si256(_mm256_srli_epi16(a, 1), _mm256_set1_epi8(0x7F));
     const __m256i lsb = _mm256_and_si256(_mm256_and_si256(a, h), _mm256_set1_epi8(1));
     const __m256i nrm = _mm256_add_epi8(_mm256_add_epi8(h, _mm256_set1_epi8(32)), lsb);
-    const __m256i sub = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)(const void *)f8b_sub[1]), a);
+    const __m256i sub = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)(const void *)mxp__f8b_sub[1]), a);
     __m256i r = _mm256_blendv_epi8(nrm, sub, _mm256_cmpgt_epi8(_mm256_set1_epi8(8), a));
-    r = _mm256_blendv_epi8(r, _mm256_set1_epi8((char)f8b_nan), _mm256_cmpeq_epi8(a, _mm256_set1_epi8(0x7F)));
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi8((char)mxp__f8b_nan), _mm256_cmpeq_epi8(a, _mm256_set1_epi8(0x7F)));
     return _mm256_or_si256(r, _mm256_andnot_si256(_mm256_set1_epi8(0x7F), b));
 }
 /* e4: e5m2 -> e4m3fn (else e4m3fn -> e5m2); nt: streaming stores, d + i 32-byte aligned */
@@ -749,7 +749,7 @@ static void cvt_e5m2_e4m3__avx2(void *dst, const void *src, size_t n, const mxp_
 {
     f8b_loop(dst, src, n, a, 0);
 }
-static void f8b_init(void)
+void mxp__f8b_init(void)
 {
     /* the reference's kernels from a table of our own (mxp__scalar_kernels() would wait for the
      * dispatcher's initialisation, which is what calls this) */
@@ -758,11 +758,11 @@ static void f8b_init(void)
     const mxp__cvt_args args = {false, 0, 0, false};
     unsigned char in[32], out[32];
     for (int j = 0; j < 32; j++) in[j] = (unsigned char)(20 + j % 16);
-    ref.cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__RNE](f8b_sub[0], in, 32, &args);
+    ref.cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__RNE](mxp__f8b_sub[0], in, 32, &args);
     for (int j = 0; j < 32; j++) in[j] = (unsigned char)(j % 16 < 8 ? j % 16 : 0x7F);
     ref.cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__RNE](out, in, 32, &args);
-    memcpy(f8b_sub[1], out, 32);
-    f8b_nan = out[8];
+    memcpy(mxp__f8b_sub[1], out, 32);
+    mxp__f8b_nan = out[8];
 }
 
 /*
@@ -878,8 +878,8 @@ static void f8h_init(const mxp__kernels *ref)
 void mxp__cvt_register_avx2_pairs(mxp__kernels *k)
 {
     simd_register_to16(k);
-    f8b_init();
-    static mxp__kernels ref; /* as in f8b_init */
+    mxp__f8b_init();
+    static mxp__kernels ref; /* as in mxp__f8b_init */
     mxp__cvt_register_scalar(&ref);
     f8h_init(&ref);
     for (int mode = 0; mode < MXP__NMODES; mode++) {
