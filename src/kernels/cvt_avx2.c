@@ -875,9 +875,85 @@ static void f8h_init(const mxp__kernels *ref)
     }
 }
 
+/*
+ * bfloat16 -> float16 nearest-even on 16-bit lanes, 32 elements per step: cvt_avx512.c's
+ * bf16_f16_w / bf16_f16_fix (the rules are explained there), with signed 16-bit compares (a =
+ * |h| < 2^15) and the subnormal codes in 32-bit lanes (AVX2 has no 16-bit variable shifts),
+ * eight at a time, packed back. to16_loop, which it replaces, widened to float32 and narrowed by
+ * VCVTPS2PH: 0.087 ns/element in cache on Zen 4.
+ */
+/* the float16 subnormal codes of 8 bfloat16 (zero-extended to 32-bit lanes), without the sign */
+PRIM __m256i bf16_f16_tiny8(__m256i x)
+{
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i sh = _mm256_sub_epi32(_mm256_set1_epi32(113), _mm256_srli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFF)), 7));
+    const __m256i sig = _mm256_slli_epi32(_mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0x7F)), _mm256_set1_epi32(0x80)), 3);
+    const __m256i lsb = _mm256_and_si256(_mm256_srlv_epi32(sig, sh), one);
+    const __m256i half = _mm256_sub_epi32(_mm256_sllv_epi32(one, _mm256_sub_epi32(sh, one)), one);
+    return _mm256_srlv_epi32(_mm256_add_epi32(_mm256_add_epi32(sig, half), lsb), sh);
+}
+PRIM __m256i bf16_f16_fix(__m256i h, __m256i t, int sat)
+{
+    const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+    const __m256i sign = _mm256_and_si256(h, _mm256_set1_epi16((short)0x8000));
+    const __m256i lo = bf16_f16_tiny8(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)));
+    const __m256i hi = bf16_f16_tiny8(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)));
+    const __m256i tiny = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8); /* element order */
+    __m256i r = _mm256_blendv_epi8(t, _mm256_or_si256(tiny, sign), _mm256_cmpgt_epi16(_mm256_set1_epi16(0x3880), a));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_set1_epi16(sat ? 0x7BFF : 0x7C00), sign),
+                           _mm256_cmpgt_epi16(a, _mm256_set1_epi16(0x477F)));
+    return _mm256_blendv_epi8(r, _mm256_or_si256(t, _mm256_set1_epi16(0x7E00)), _mm256_cmpgt_epi16(a, _mm256_set1_epi16(0x7F80)));
+}
+/* the in-range result of 16 lanes; *out: all ones in the lanes outside float16's normal range */
+PRIM __m256i bf16_f16_w(__m256i h, __m256i *out)
+{
+    const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+    *out = _mm256_or_si256(_mm256_cmpgt_epi16(_mm256_set1_epi16(0x3880), a), _mm256_cmpgt_epi16(a, _mm256_set1_epi16(0x477F)));
+    const __m256i t = _mm256_add_epi16(_mm256_slli_epi16(h, 3), _mm256_set1_epi16(0x4000));
+    return _mm256_or_si256(t, _mm256_and_si256(h, _mm256_set1_epi16((short)0x8000)));
+}
+static SIMD_INLINE size_t bfh_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int sat, int nt)
+{
+    for (; i + 32 <= n; i += 32) {
+        const __m256i h0 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i));
+        const __m256i h1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i + 32));
+        __m256i o0, o1;
+        __m256i r0 = bf16_f16_w(h0, &o0), r1 = bf16_f16_w(h1, &o1);
+        if (!_mm256_testz_si256(_mm256_or_si256(o0, o1), _mm256_or_si256(o0, o1))) {
+            r0 = bf16_f16_fix(h0, r0, sat);
+            r1 = bf16_f16_fix(h1, r1, sat);
+        }
+        if (nt) {
+            MXP__STREAM256((__m256i *)(void *)(d + 2 * i), r0);
+            MXP__STREAM256((__m256i *)(void *)(d + 2 * i + 32), r1);
+        } else {
+            _mm256_storeu_si256((__m256i *)(void *)(d + 2 * i), r0);
+            _mm256_storeu_si256((__m256i *)(void *)(d + 2 * i + 32), r1);
+        }
+    }
+    return i;
+}
+static void cvt_f16_bf16_w__avx2(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    const int sat = a->saturate;
+    size_t i = 0;
+    if (n >= 64 && (n * 4 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
+        i = (32 - (uintptr_t)d % 32) % 32 / 2; /* < 16: the reference up to the 32-byte boundary */
+        scalar_tail(MXP_FLOAT16, MXP_BFLOAT16, MXP__RNE, d, s, i, a, a->index0);
+        i = sat ? bfh_run(d, s, i, n, 1, 1) : bfh_run(d, s, i, n, 0, 1);
+        if (!a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
+    } else {
+        i = sat ? bfh_run(d, s, i, n, 1, 0) : bfh_run(d, s, i, n, 0, 0);
+    }
+    scalar_tail(MXP_FLOAT16, MXP_BFLOAT16, MXP__RNE, d + 2 * i, s + 2 * i, n - i, a, a->index0 + i);
+}
+
 void mxp__cvt_register_avx2_pairs(mxp__kernels *k)
 {
     simd_register_to16(k);
+    k->cvt[MXP_FLOAT16][MXP_BFLOAT16][MXP__RNE] = cvt_f16_bf16_w__avx2;
     mxp__f8b_init();
     static mxp__kernels ref; /* as in mxp__f8b_init */
     mxp__cvt_register_scalar(&ref);

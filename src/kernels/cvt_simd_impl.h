@@ -1544,54 +1544,45 @@ static SIMD_INLINE void widen_loop(void *dst, const void *src, size_t n, const m
 
 #ifdef MXP_SIMD_HW_F16
 /*
- * bfloat16 <-> float16 nearest-even without the float32 block of the composed path
- * (cvt_compose.c: widen to float32, then round): widen_one (exact, NaN quiet with its payload,
- * as the reference widens), then
- *  - bfloat16 from float16 (bf = 1): the float32 -> bfloat16 step (bf16_rne2 / bf16_fast,
- *    narrow1 for a NaN step);
- *  - float16 from bfloat16 (bf = 0): hw_f16_st2, the float32 -> float16 nearest-even step (one
- *    rounding of the exact value: the reference's result, NaN included; sat: +-inf -> +-max).
- * 2*VL elements per step, the reference for the tail (and, streaming, for the head up to the
- * 4*VL-byte boundary). (Until session 27 the float8 -> float16 / bfloat16 pairs came here too;
- * each ISA file has its own now.)
+ * float16 -> bfloat16 nearest-even without the float32 block of the composed path
+ * (cvt_compose.c: widen to float32, then round): the hardware widening (exact, NaN quiet with its
+ * payload, as the reference widens), then the float32 -> bfloat16 step (bf16_rne2 / bf16_fast,
+ * narrow1 for a step with a NaN). 2*VL elements per step, the reference for the tail (and,
+ * streaming, for the head up to the 4*VL-byte boundary). (Until session 27 the float8 ->
+ * float16 / bfloat16 pairs and bfloat16 -> float16 came here too; each ISA file has its own
+ * kernels for those now. AVX512_BF16 replaces this one too, cvt_avx512.c.)
  */
-PRIM void to16_st2(unsigned char *p, V x, V y, int bf, int sat, int nt) /* x, y: float32 bits */
+PRIM void to16_st2(unsigned char *p, V x, V y, int sat, int nt) /* x, y: float32 bits */
 {
-    if (bf) {
-        V bx, by;
-        if (!m_any(m_or(bf16_bad(x), bf16_bad(y)))) {
+    V bx, by;
+    if (!m_any(m_or(bf16_bad(x), bf16_bad(y)))) {
 #ifdef MXP_SIMD_BF16_RNE2
-            bf16_rne2(p, x, y, v_set1(0x7FFFu), sat, nt);
-            return;
+        bf16_rne2(p, x, y, v_set1(0x7FFFu), sat, nt);
+        return;
 #else
-            bx = bf16_fast(x, v_set1(0u), 0, sat);
-            by = bf16_fast(y, v_set1(0u), 0, sat);
-#endif
-        } else {
-            const V over = v_set1(sat ? 0x7F7Fu : 0x7F80u);
-            bx = narrow1(x, v_set1(0u), SF_BF16, 0, over);
-            by = narrow1(y, v_set1(0u), SF_BF16, 0, over);
-        }
-#ifdef MXP_SIMD_NT_STORE32
-        if (nt) st16x2_nt(p, bx, by);
-        else st16x2(p, bx, by);
-#else
-        st16x2(p, bx, by);
+        bx = bf16_fast(x, v_set1(0u), 0, sat);
+        by = bf16_fast(y, v_set1(0u), 0, sat);
 #endif
     } else {
-        hw_f16_st2(p, x, y, sat, nt);
+        const V over = v_set1(sat ? 0x7F7Fu : 0x7F80u);
+        bx = narrow1(x, v_set1(0u), SF_BF16, 0, over);
+        by = narrow1(y, v_set1(0u), SF_BF16, 0, over);
     }
+#ifdef MXP_SIMD_NT_STORE32
+    if (nt) st16x2_nt(p, bx, by);
+    else st16x2(p, bx, by);
+#else
+    st16x2(p, bx, by);
+#endif
 }
-static SIMD_INLINE size_t to16_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
-                                   int bf, int sat, int nt)
+static SIMD_INLINE size_t to16_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int sat, int nt)
 {
-    const int sbf = t.dt == MXP_BFLOAT16;
     for (; i + 2 * VL <= n; i += 2 * VL) {
 #if defined(MXP_SIMD_BF16_RNE2) && defined(MXP_SIMD_ANY_NAN4)
-        /* bfloat16 from float16: 4*VL elements without a NaN by bf16_rne2, as narrow_loop does */
-        if (bf && i + 4 * VL <= n) {
-            const V x0 = widen_one(s + 2 * i, t, 0, 0), x1 = widen_one(s + 2 * (i + VL), t, 0, 0);
-            const V x2 = widen_one(s + 2 * (i + 2 * VL), t, 0, 0), x3 = widen_one(s + 2 * (i + 3 * VL), t, 0, 0);
+        /* 4*VL elements without a NaN by bf16_rne2, as narrow_loop does */
+        if (i + 4 * VL <= n) {
+            const V x0 = hw_f16_ld(s + 2 * i), x1 = hw_f16_ld(s + 2 * (i + VL));
+            const V x2 = hw_f16_ld(s + 2 * (i + 2 * VL)), x3 = hw_f16_ld(s + 2 * (i + 3 * VL));
             if (!any_nan4(x0, x1, x2, x3)) {
                 const V k = v_set1(0x7FFFu);
                 bf16_rne2(d + 2 * i, x0, x1, k, sat, nt);
@@ -1601,42 +1592,35 @@ static SIMD_INLINE size_t to16_run(unsigned char *d, const unsigned char *s, siz
             }
         }
 #endif
-        to16_st2(d + 2 * i, widen_one(s + 2 * i, t, sbf, 0), widen_one(s + 2 * (i + VL), t, sbf, 0), bf, sat, nt);
+        to16_st2(d + 2 * i, hw_f16_ld(s + 2 * i), hw_f16_ld(s + 2 * (i + VL)), sat, nt);
     }
     return i;
 }
-/* source format t (float16 or bfloat16) -> `to` (the other one), nearest-even */
-static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt t,
-                                  mxp_dtype to)
+static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
 {
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
-    const int bf = to == MXP_BFLOAT16, sat = a->saturate;
+    const int sat = a->saturate;
     size_t i = 0;
     int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32
     if (n >= 2 * VL && (n * 4 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
         const size_t align = 4 * VL;
         i = (align - (uintptr_t)d % align) % align / 2; /* < 2*VL <= n */
-        scalar_tail(to, t.dt, MXP__RNE, d, s, i, a, a->index0);
+        scalar_tail(MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, d, s, i, a, a->index0);
         nt = 1;
     }
 #endif
 #ifdef MXP_SIMD_NO_SPECIALISE
-    i = to16_run(d, s, i, n, t, bf, sat, nt);
+    i = to16_run(d, s, i, n, sat, nt);
 #else
-    if (bf) {
-        if (sat) i = nt ? to16_run(d, s, i, n, t, 1, 1, 1) : to16_run(d, s, i, n, t, 1, 1, 0);
-        else i = nt ? to16_run(d, s, i, n, t, 1, 0, 1) : to16_run(d, s, i, n, t, 1, 0, 0);
-    } else {
-        if (sat) i = nt ? to16_run(d, s, i, n, t, 0, 1, 1) : to16_run(d, s, i, n, t, 0, 1, 0);
-        else i = nt ? to16_run(d, s, i, n, t, 0, 0, 1) : to16_run(d, s, i, n, t, 0, 0, 0);
-    }
+    if (sat) i = nt ? to16_run(d, s, i, n, 1, 1) : to16_run(d, s, i, n, 1, 0);
+    else i = nt ? to16_run(d, s, i, n, 0, 1) : to16_run(d, s, i, n, 0, 0);
 #endif
 #ifdef MXP_SIMD_NT_STORE32
     if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
 #endif
-    scalar_tail(to, t.dt, MXP__RNE, d + 2 * i, s + 2 * i, n - i, a, a->index0 + i);
+    scalar_tail(MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, d + 2 * i, s + 2 * i, n - i, a, a->index0 + i);
 }
 
 /*
@@ -1832,13 +1816,10 @@ SIMD_WIDEN(cvt_f32_bf16, SF_BF16, 1)
 SIMD_WIDEN(cvt_f32_e4m3, SF_E4M3, 0)
 SIMD_WIDEN(cvt_f32_e5m2, SF_E5M2, 0)
 #ifdef MXP_SIMD_HW_F16
-#define SIMD_TO16(base, F, to)                                                                 \
-    static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
-    {                                                                                          \
-        to16_loop(dst, src, n, a, F, to);                                                      \
-    }
-SIMD_TO16(cvt_f16_bf16, SF_BF16, MXP_FLOAT16)
-SIMD_TO16(cvt_bf16_f16, SF_F16, MXP_BFLOAT16)
+static void SIMD_FN(cvt_bf16_f16)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    to16_loop(dst, src, n, a);
+}
 #define SIMD_SR16(base, F, T)                                                                  \
     static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
     {                                                                                          \
@@ -1872,11 +1853,11 @@ static void simd_register(mxp__kernels *k)
 }
 
 #ifdef MXP_SIMD_HW_F16
-/* bfloat16 <-> float16 nearest-even (float8 -> float16 / bfloat16 have their own kernels in each
- * ISA file) and stochastic rounding from the 16-bit formats (sr16_loop). Registered after cvt_compose.c's, which they replace (dispatch.c). */
+/* float16 -> bfloat16 nearest-even (float8 -> float16 / bfloat16 and bfloat16 -> float16 have
+ * their own kernels in each ISA file) and stochastic rounding from the 16-bit formats
+ * (sr16_loop). Registered after cvt_compose.c's, which they replace (dispatch.c). */
 static void simd_register_to16(mxp__kernels *k)
 {
-    k->cvt[MXP_FLOAT16][MXP_BFLOAT16][MXP__RNE] = SIMD_FN(cvt_f16_bf16);
     k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__RNE] = SIMD_FN(cvt_bf16_f16); /* AVX512_BF16: replaced */
     /* and stochastic rounding from float16 / bfloat16 to every other narrow format */
     k->cvt[MXP_FLOAT16][MXP_BFLOAT16][MXP__SR] = SIMD_FN(cvt_f16_bf16_sr);
