@@ -145,8 +145,9 @@
  *                             and subnormal results alike), else false with nothing stored
  * and may define MXP_SIMD_NO_SPECIALISE (one copy of each loop with saturate / streaming as
  * run-time flags instead of four constant-folded copies: the emulated-AVX-512 test build, whose
- * compile time grows with code size), MXP_SIMD_F16_F8
- * (it defines f16_f8_run after including this header: f16_f8_loop and SIMD_F16_F8 below),
+ * compile time grows with code size), MXP_SIMD_F16_F8 (it defines f16_f8_run after including
+ * this header, for float16 and, where its step takes it, bfloat16 sources: f16_f8_loop and
+ * SIMD_F16_F8 below),
  * MXP_SIMD_PIN(v) (an empty asm that makes the vector v opaque, so that the
  * compiler keeps a hoisted constant in a register instead of rebuilding it in a loop),
  * MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size),
