@@ -1625,20 +1625,22 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
 }
 
 /*
- * Stochastic rounding from float16 / bfloat16 (format f) to the other narrow formats (t) without
- * the composed path's float32 block: each step widens 2*VL elements in registers (widen_one,
- * exact) and rounds them as sr_run's general loop does: sr_fast where every lane is in t's
- * normal range without a chance of overflow (or +-0), else narrow1 with the complete words.
- * The result is the reference's: the decision depends only on the exact value and on the
- * element's word (kernels.h). The float32 steps of sr_run that work on 16-bit lanes are not
- * used here; the gain is the block's store and reload and, at 2^26, a single pass over memory:
- * AMD Zen 4, bfloat16 -> e4m3fn stochastic, --isa avx512, 0.22 -> 0.18 ns/element in cache,
- * 0.28-0.38 -> 0.19 at 2^26 (bench/RESULTS.md, session 27).
+ * Stochastic rounding from a narrow format f (float16, bfloat16, or a float8 into the other
+ * float8) to another one (t) without the composed path's float32 block: each step widens 2*VL
+ * elements in registers (exact; a bfloat16 just moves up, its NaN quieted by narrow1 later) and
+ * takes sr_run's fast step for t (bfloat16's high words, float8's 16-bit-lane codes where the
+ * ISA has them, the truncating float16 conversion, or sr_fast), else the zero-aware sr_fast,
+ * else narrow1 with the complete words. The result is the reference's: the decision depends
+ * only on the exact value and on the element's word (kernels.h). sr_run's runs for small values
+ * (sr8_zrun, the lone-lane patch) read float32 from memory and are not used here. AMD Zen 4,
+ * --isa avx512, bfloat16 -> e4m3fn: 0.226 -> 0.205 ns/element in cache, 0.289 -> 0.239 at 2^26
+ * (bench/RESULTS.md, session 27; with only the sr_fast / narrow1 steps it was slower than the
+ * composed path in cache).
  */
-static SIMD_INLINE size_t sr16_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
-                                   uint64_t key, const sfmt f, const sfmt t, int sat, int nt)
+static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
+                                  uint64_t key, const sfmt f, const sfmt t, int sat, int nt)
 {
-    const size_t ob = (size_t)t.bits / 8;
+    const size_t ob = (size_t)t.bits / 8, ib = (size_t)f.bits / 8;
     const int bf = f.dt == MXP_BFLOAT16;
     const srconst sc = sr_consts(t);
     V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
@@ -1656,8 +1658,8 @@ static SIMD_INLINE size_t sr16_run(unsigned char *d, const unsigned char *s, siz
     for (; i < end; i += 2 * VL) {
         const V w0 = sr_words_hi(il, khi, m1, m2), w1 = sr_words_hi(v_add(il, step), khi, m1, m2);
         /* bfloat16: the bits moved up, a NaN left as it is (narrow1 quiets it) */
-        const V u0 = bf ? v_slli(ld16(s + 2 * i), 16) : widen_one(s + 2 * i, f, 0, 0);
-        const V u1 = bf ? v_slli(ld16(s + 2 * i + 2 * VL), 16) : widen_one(s + 2 * i + 2 * VL, f, 0, 0);
+        const V u0 = bf ? v_slli(ld16(s + 2 * i), 16) : widen_one(s + ib * i, f, 0, 0);
+        const V u1 = bf ? v_slli(ld16(s + 2 * i + 2 * VL), 16) : widen_one(s + ib * (i + VL), f, 0, 0);
         const V a0 = v_and(u0, v_set1(0x7FFFFFFFu)), a1 = v_and(u1, v_set1(0x7FFFFFFFu));
         il = v_add(il, v_add(step, step));
         /* the fast steps of sr_run */
@@ -1704,17 +1706,17 @@ static SIMD_INLINE size_t sr16_run(unsigned char *d, const unsigned char *s, siz
     }
     return i;
 }
-/* the runs of sr16_run between multiples of 2^32 indices, as narrow_loop's stochastic part */
-static SIMD_INLINE void sr16_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt f,
-                                  const sfmt t)
+/* the runs of srn_run between multiples of 2^32 indices, as narrow_loop's stochastic part */
+static SIMD_INLINE void srn_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt f,
+                                 const sfmt t)
 {
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
-    const size_t ob = (size_t)t.bits / 8;
+    const size_t ob = (size_t)t.bits / 8, ib = (size_t)f.bits / 8;
     size_t i = 0;
     int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32
-    if (n >= 2 * VL && (n * (2 + ob) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % ob == 0) {
+    if (n >= 2 * VL && (n * (ib + ob) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % ob == 0) {
         const size_t align = 2 * VL * ob;
         i = (align - (uintptr_t)d % align) % align / ob; /* < 2*VL <= n */
         scalar_tail(t.dt, f.dt, MXP__SR, d, s, i, a, a->index0);
@@ -1729,7 +1731,7 @@ static SIMD_INLINE void sr16_loop(void *dst, const void *src, size_t n, const mx
             size_t cnt = (size_t)room;
             while (nt && ((uintptr_t)(d + ob * (i + cnt)) % (2 * VL * ob)) != 0) cnt++;
             if (cnt > n - i) cnt = n - i;
-            scalar_tail(t.dt, f.dt, MXP__SR, d + ob * i, s + 2 * i, cnt, a, idx);
+            scalar_tail(t.dt, f.dt, MXP__SR, d + ob * i, s + ib * i, cnt, a, idx);
             i += cnt;
             continue;
         }
@@ -1738,16 +1740,16 @@ static SIMD_INLINE void sr16_loop(void *dst, const void *src, size_t n, const mx
         const size_t end = i + cnt / (2 * VL) * (2 * VL);
         const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
 #ifdef MXP_SIMD_NO_SPECIALISE
-        i = sr16_run(d, s, i, end, lo, key, f, t, a->saturate, nt);
+        i = srn_run(d, s, i, end, lo, key, f, t, a->saturate, nt);
 #else
-        if (a->saturate) i = nt ? sr16_run(d, s, i, end, lo, key, f, t, 1, 1) : sr16_run(d, s, i, end, lo, key, f, t, 1, 0);
-        else i = nt ? sr16_run(d, s, i, end, lo, key, f, t, 0, 1) : sr16_run(d, s, i, end, lo, key, f, t, 0, 0);
+        if (a->saturate) i = nt ? srn_run(d, s, i, end, lo, key, f, t, 1, 1) : srn_run(d, s, i, end, lo, key, f, t, 1, 0);
+        else i = nt ? srn_run(d, s, i, end, lo, key, f, t, 0, 1) : srn_run(d, s, i, end, lo, key, f, t, 0, 0);
 #endif
     }
 #ifdef MXP_SIMD_NT_STORE32
     if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
 #endif
-    scalar_tail(t.dt, f.dt, MXP__SR, d + ob * i, s + 2 * i, n - i, a, a->index0 + i);
+    scalar_tail(t.dt, f.dt, MXP__SR, d + ob * i, s + ib * i, n - i, a, a->index0 + i);
 }
 #endif
 
@@ -1821,17 +1823,19 @@ static void SIMD_FN(cvt_bf16_f16)(void *dst, const void *src, size_t n, const mx
 {
     to16_loop(dst, src, n, a);
 }
-#define SIMD_SR16(base, F, T)                                                                  \
+#define SIMD_SRN(base, F, T)                                                                  \
     static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
     {                                                                                          \
-        sr16_loop(dst, src, n, a, F, T);                                                       \
+        srn_loop(dst, src, n, a, F, T);                                                       \
     }
-SIMD_SR16(cvt_f16_bf16_sr, SF_BF16, SF_F16)
-SIMD_SR16(cvt_e4m3_bf16_sr, SF_BF16, SF_E4M3)
-SIMD_SR16(cvt_e5m2_bf16_sr, SF_BF16, SF_E5M2)
-SIMD_SR16(cvt_bf16_f16_sr, SF_F16, SF_BF16)
-SIMD_SR16(cvt_e4m3_f16_sr, SF_F16, SF_E4M3)
-SIMD_SR16(cvt_e5m2_f16_sr, SF_F16, SF_E5M2)
+SIMD_SRN(cvt_f16_bf16_sr, SF_BF16, SF_F16)
+SIMD_SRN(cvt_e4m3_bf16_sr, SF_BF16, SF_E4M3)
+SIMD_SRN(cvt_e5m2_bf16_sr, SF_BF16, SF_E5M2)
+SIMD_SRN(cvt_bf16_f16_sr, SF_F16, SF_BF16)
+SIMD_SRN(cvt_e4m3_f16_sr, SF_F16, SF_E4M3)
+SIMD_SRN(cvt_e5m2_f16_sr, SF_F16, SF_E5M2)
+SIMD_SRN(cvt_e5m2_e4m3_sr, SF_E4M3, SF_E5M2)
+SIMD_SRN(cvt_e4m3_e5m2_sr, SF_E5M2, SF_E4M3)
 #endif
 
 /* Fill the 16 float32 <-> narrow entries (widening: the same exact kernel for both modes). */
@@ -1855,18 +1859,21 @@ static void simd_register(mxp__kernels *k)
 
 #ifdef MXP_SIMD_HW_F16
 /* float16 -> bfloat16 nearest-even (float8 -> float16 / bfloat16 and bfloat16 -> float16 have
- * their own kernels in each ISA file) and stochastic rounding from the 16-bit formats
- * (sr16_loop). Registered after cvt_compose.c's, which they replace (dispatch.c). */
+ * their own kernels in each ISA file) and stochastic rounding between narrow formats
+ * (srn_loop; from float8 into float16 / bfloat16 every value is exact: the ISA files' kernels). Registered after cvt_compose.c's, which they replace (dispatch.c). */
 static void simd_register_to16(mxp__kernels *k)
 {
     k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__RNE] = SIMD_FN(cvt_bf16_f16); /* AVX512_BF16: replaced */
-    /* and stochastic rounding from float16 / bfloat16 to every other narrow format */
+    /* and stochastic rounding from float16 / bfloat16 to every other narrow format, and between
+     * the two float8 formats */
     k->cvt[MXP_FLOAT16][MXP_BFLOAT16][MXP__SR] = SIMD_FN(cvt_f16_bf16_sr);
     k->cvt[MXP_FLOAT8_E4M3FN][MXP_BFLOAT16][MXP__SR] = SIMD_FN(cvt_e4m3_bf16_sr);
     k->cvt[MXP_FLOAT8_E5M2][MXP_BFLOAT16][MXP__SR] = SIMD_FN(cvt_e5m2_bf16_sr);
     k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__SR] = SIMD_FN(cvt_bf16_f16_sr);
     k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT16][MXP__SR] = SIMD_FN(cvt_e4m3_f16_sr);
     k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT16][MXP__SR] = SIMD_FN(cvt_e5m2_f16_sr);
+    k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR] = SIMD_FN(cvt_e5m2_e4m3_sr);
+    k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__SR] = SIMD_FN(cvt_e4m3_e5m2_sr);
 }
 #endif
 
