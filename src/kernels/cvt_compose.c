@@ -36,9 +36,10 @@
  * float16 0.63x (median of eight processes), float64 -> float16 0.83-0.88x (four), float64 ->
  * bfloat16 0.89-1.00x (bench/RESULTS.md, session 26). On x86 float8 -> float16 / bfloat16,
  * bfloat16 <-> float16 nearest-even, float16 / bfloat16 -> float8 nearest-even, e4m3fn <->
- * e5m2 nearest-even and stochastic rounding between narrow formats no longer come here
+ * e5m2 nearest-even and stochastic rounding from float16 / bfloat16 no longer come here
  * (mxp__cvt_register_avx2_pairs / _avx512_pairs; session 27); what does on x86: float64 ->
- * narrow nearest-even and narrow -> float64.
+ * narrow nearest-even, narrow -> float64, and stochastic rounding between the two float8s (a
+ * direct loop lost to this path there).
  */
 #include <stdint.h>
 #if defined(__x86_64__) || defined(__i386__)

@@ -1625,8 +1625,8 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
 }
 
 /*
- * Stochastic rounding from a narrow format f (float16, bfloat16, or a float8 into the other
- * float8) to another one (t) without the composed path's float32 block: each step widens 2*VL
+ * Stochastic rounding from a narrow format f (float16 or bfloat16; the loop takes any width) to
+ * another one (t) without the composed path's float32 block: each step widens 2*VL
  * elements in registers (exact; a bfloat16 just moves up, its NaN quieted by narrow1 later) and
  * takes sr_run's fast step for t (bfloat16's high words, float8's 16-bit-lane codes where the
  * ISA has them, the truncating float16 conversion, or sr_fast), else the zero-aware sr_fast,
@@ -1635,7 +1635,9 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
  * (sr8_zrun, the lone-lane patch) read float32 from memory and are not used here. AMD Zen 4,
  * --isa avx512, bfloat16 -> e4m3fn: 0.226 -> 0.205 ns/element in cache, 0.289 -> 0.239 at 2^26
  * (bench/RESULTS.md, session 27; with only the sr_fast / narrow1 steps it was slower than the
- * composed path in cache).
+ * composed path in cache). Between the two float8 formats it lost to the composed path, whose
+ * widening is the tuned float8 -> float32 kernel (e4m3fn -> e5m2 1.16x slower in cache on
+ * avx512, 1.47x on avx2), so those stay composed.
  */
 static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                                   uint64_t key, const sfmt f, const sfmt t, int sat, int nt)
@@ -1834,8 +1836,6 @@ SIMD_SRN(cvt_e5m2_bf16_sr, SF_BF16, SF_E5M2)
 SIMD_SRN(cvt_bf16_f16_sr, SF_F16, SF_BF16)
 SIMD_SRN(cvt_e4m3_f16_sr, SF_F16, SF_E4M3)
 SIMD_SRN(cvt_e5m2_f16_sr, SF_F16, SF_E5M2)
-SIMD_SRN(cvt_e5m2_e4m3_sr, SF_E4M3, SF_E5M2)
-SIMD_SRN(cvt_e4m3_e5m2_sr, SF_E5M2, SF_E4M3)
 #endif
 
 /* Fill the 16 float32 <-> narrow entries (widening: the same exact kernel for both modes). */
@@ -1859,21 +1859,18 @@ static void simd_register(mxp__kernels *k)
 
 #ifdef MXP_SIMD_HW_F16
 /* float16 -> bfloat16 nearest-even (float8 -> float16 / bfloat16 and bfloat16 -> float16 have
- * their own kernels in each ISA file) and stochastic rounding between narrow formats
- * (srn_loop; from float8 into float16 / bfloat16 every value is exact: the ISA files' kernels). Registered after cvt_compose.c's, which they replace (dispatch.c). */
+ * their own kernels in each ISA file) and stochastic rounding from float16 / bfloat16 (srn_loop;
+ * from float8 into float16 / bfloat16 every value is exact: the ISA files' kernels). Registered after cvt_compose.c's, which they replace (dispatch.c). */
 static void simd_register_to16(mxp__kernels *k)
 {
     k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__RNE] = SIMD_FN(cvt_bf16_f16); /* AVX512_BF16: replaced */
-    /* and stochastic rounding from float16 / bfloat16 to every other narrow format, and between
-     * the two float8 formats */
+    /* and stochastic rounding from float16 / bfloat16 to every other narrow format */
     k->cvt[MXP_FLOAT16][MXP_BFLOAT16][MXP__SR] = SIMD_FN(cvt_f16_bf16_sr);
     k->cvt[MXP_FLOAT8_E4M3FN][MXP_BFLOAT16][MXP__SR] = SIMD_FN(cvt_e4m3_bf16_sr);
     k->cvt[MXP_FLOAT8_E5M2][MXP_BFLOAT16][MXP__SR] = SIMD_FN(cvt_e5m2_bf16_sr);
     k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__SR] = SIMD_FN(cvt_bf16_f16_sr);
     k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT16][MXP__SR] = SIMD_FN(cvt_e4m3_f16_sr);
     k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT16][MXP__SR] = SIMD_FN(cvt_e5m2_f16_sr);
-    k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR] = SIMD_FN(cvt_e5m2_e4m3_sr);
-    k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__SR] = SIMD_FN(cvt_e4m3_e5m2_sr);
 }
 #endif
 
