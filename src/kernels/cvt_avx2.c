@@ -730,16 +730,11 @@ static SIMD_INLINE void f8b_loop(void *dst, const void *src, size_t n, const mxp
     const unsigned char *s = (const unsigned char *)src;
     const mxp_dtype to = e4 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2, from = e4 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
     const int sat = e4 && a->saturate;
-    size_t i = 0;
-    if (n >= 64 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
-        i = (32 - (uintptr_t)d % 32) % 32; /* the streaming stores: 32-byte aligned */
-        scalar_tail(to, from, MXP__RNE, d, s, i, a, a->index0);
-        i = sat ? f8b_run(d, s, i, n, e4, 1, 1) : f8b_run(d, s, i, n, e4, 0, 1);
-        if (!a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
-    } else {
-        i = sat ? f8b_run(d, s, i, n, e4, 1, 0) : f8b_run(d, s, i, n, e4, 0, 0);
-    }
-    scalar_tail(to, from, MXP__RNE, d + i, s + i, n - i, a, a->index0 + i);
+    int nt;
+    size_t i = pair_head(d, s, n, a, to, from, 1, 1, 32, &nt); /* the streaming stores: 32-byte aligned */
+    if (sat) i = nt ? f8b_run(d, s, i, n, e4, 1, 1) : f8b_run(d, s, i, n, e4, 1, 0);
+    else i = nt ? f8b_run(d, s, i, n, e4, 0, 1) : f8b_run(d, s, i, n, e4, 0, 0);
+    pair_done(d, s, i, n, a, to, from, 1, 1, nt);
 }
 static void cvt_e4m3_e5m2__avx2(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
 {
@@ -782,6 +777,17 @@ void mxp__f8b_init(void)
  * Stochastic rounding takes the same kernel (nothing rounds). The tables are filled at
  * registration (f8h_init); test_isa checks every byte of every kind against the reference.
  */
+/* 32 16-bit results at p (32-byte aligned when nt: streaming) */
+PRIM void st_words2(unsigned char *p, __m256i r0, __m256i r1, int nt)
+{
+    if (nt) {
+        MXP__STREAM256((__m256i *)(void *)p, r0);
+        MXP__STREAM256((__m256i *)(void *)(p + 32), r1);
+    } else {
+        _mm256_storeu_si256((__m256i *)(void *)p, r0);
+        _mm256_storeu_si256((__m256i *)(void *)(p + 32), r1);
+    }
+}
 enum { F8H_E4M3_F16, F8H_E4M3_BF16, F8H_E5M2_F16, F8H_E5M2_F16_SAT, F8H_E5M2_BF16, F8H_E5M2_BF16_SAT, F8H_N };
 /* per kind, four 32-byte vectors (the 16 entries twice): small low / high byte plane, then
  * special low / high */
@@ -807,13 +813,7 @@ PRIM void f8h_step(unsigned char *p, __m256i b, const __m256i *tab, int k, int s
     hi = _mm256_or_si256(hi, _mm256_andnot_si256(_mm256_set1_epi8(0x7F), b));
     const __m256i w0 = _mm256_unpacklo_epi8(lo, hi), w1 = _mm256_unpackhi_epi8(lo, hi); /* [0-7 16-23], [8-15 24-31] */
     const __m256i r0 = _mm256_permute2x128_si256(w0, w1, 0x20), r1 = _mm256_permute2x128_si256(w0, w1, 0x31);
-    if (nt) {
-        MXP__STREAM256((__m256i *)(void *)p, r0);
-        MXP__STREAM256((__m256i *)(void *)(p + 32), r1);
-    } else {
-        _mm256_storeu_si256((__m256i *)(void *)p, r0);
-        _mm256_storeu_si256((__m256i *)(void *)(p + 32), r1);
-    }
+    st_words2(p, r0, r1, nt);
 }
 static SIMD_INLINE size_t f8h_run(unsigned char *d, const unsigned char *s, size_t i, size_t n,
                                   const __m256i *tab, int k, int small, int special, int nt)
@@ -831,16 +831,10 @@ static SIMD_INLINE void f8h_loop(void *dst, const void *src, size_t n, const mxp
     const mxp_dtype to = bf ? MXP_BFLOAT16 : MXP_FLOAT16, from = e5 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
     const __m256i *tab = f8h_tab[kind + (e5 && a->saturate)];
     const int k = (bf ? 7 : 10) - (e5 ? 2 : 3), small = e5 ? 4 : 8, special = e5 ? 0x7C : 0x7F;
-    size_t i = 0;
-    if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
-        i = (64 - (uintptr_t)d % 64) % 64 / 2; /* the streaming stores: 32-byte aligned, two per step */
-        scalar_tail(to, from, MXP__RNE, d, s, i, a, a->index0);
-        i = f8h_run(d, s, i, n, tab, k, small, special, 1);
-        if (!a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
-    } else {
-        i = f8h_run(d, s, i, n, tab, k, small, special, 0);
-    }
-    scalar_tail(to, from, MXP__RNE, d + 2 * i, s + i, n - i, a, a->index0 + i);
+    int nt; /* the streaming stores: 32-byte aligned, two per step */
+    size_t i = pair_head(d, s, n, a, to, from, 1, 2, 64, &nt);
+    i = nt ? f8h_run(d, s, i, n, tab, k, small, special, 1) : f8h_run(d, s, i, n, tab, k, small, special, 0);
+    pair_done(d, s, i, n, a, to, from, 1, 2, nt);
 }
 #define F8H(name, kind)                                                                        \
     static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
@@ -910,13 +904,7 @@ static SIMD_INLINE size_t bfh_run(unsigned char *d, const unsigned char *s, size
             r0 = bf16_f16_fix(h0, sat);
             r1 = bf16_f16_fix(h1, sat);
         }
-        if (nt) {
-            MXP__STREAM256((__m256i *)(void *)(d + 2 * i), r0);
-            MXP__STREAM256((__m256i *)(void *)(d + 2 * i + 32), r1);
-        } else {
-            _mm256_storeu_si256((__m256i *)(void *)(d + 2 * i), r0);
-            _mm256_storeu_si256((__m256i *)(void *)(d + 2 * i + 32), r1);
-        }
+        st_words2(d + 2 * i, r0, r1, nt);
     }
     return i;
 }
@@ -924,17 +912,11 @@ static void cvt_f16_bf16_w__avx2(void *dst, const void *src, size_t n, const mxp
 {
     unsigned char *d = (unsigned char *)dst;
     const unsigned char *s = (const unsigned char *)src;
-    const int sat = a->saturate;
-    size_t i = 0;
-    if (n >= 64 && (n * 4 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
-        i = (32 - (uintptr_t)d % 32) % 32 / 2; /* < 16: the reference up to the 32-byte boundary */
-        scalar_tail(MXP_FLOAT16, MXP_BFLOAT16, MXP__RNE, d, s, i, a, a->index0);
-        i = sat ? bfh_run(d, s, i, n, 1, 1) : bfh_run(d, s, i, n, 0, 1);
-        if (!a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
-    } else {
-        i = sat ? bfh_run(d, s, i, n, 1, 0) : bfh_run(d, s, i, n, 0, 0);
-    }
-    scalar_tail(MXP_FLOAT16, MXP_BFLOAT16, MXP__RNE, d + 2 * i, s + 2 * i, n - i, a, a->index0 + i);
+    int nt;
+    size_t i = pair_head(d, s, n, a, MXP_FLOAT16, MXP_BFLOAT16, 2, 2, 32, &nt);
+    if (a->saturate) i = nt ? bfh_run(d, s, i, n, 1, 1) : bfh_run(d, s, i, n, 1, 0);
+    else i = nt ? bfh_run(d, s, i, n, 0, 1) : bfh_run(d, s, i, n, 0, 0);
+    pair_done(d, s, i, n, a, MXP_FLOAT16, MXP_BFLOAT16, 2, 2, nt);
 }
 
 void mxp__cvt_register_avx2_pairs(mxp__kernels *k)

@@ -1023,6 +1023,17 @@ static const struct {
                       {MXP_BFLOAT16, MXP_FLOAT8_E5M2, false},     {MXP_BFLOAT16, MXP_FLOAT8_E5M2, true}};
 static _Alignas(64) uint16_t f8w_tab[F8W_N][128];
 
+/* 64 16-bit results at p (64-byte aligned when nt: streaming) */
+PRIM void st_words2(unsigned char *p, V r0, V r1, int nt)
+{
+    if (nt) {
+        MXP__STREAM512(p, r0);
+        MXP__STREAM512(p + 64, r1);
+    } else {
+        _mm512_storeu_si512(p, r0);
+        _mm512_storeu_si512(p + 64, r1);
+    }
+}
 /* w: 32 bytes zero-extended to words */
 PRIM V f8w_word(V w, const V tb[4])
 {
@@ -1039,13 +1050,7 @@ static SIMD_INLINE size_t f8w_run(unsigned char *d, const unsigned char *s, size
     for (; i + 64 <= n; i += 64) {
         const V r0 = f8w_word(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(s + i))), tb);
         const V r1 = f8w_word(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(s + i + 32))), tb);
-        if (nt) {
-            MXP__STREAM512(d + 2 * i, r0);
-            MXP__STREAM512(d + 2 * i + 64, r1);
-        } else {
-            _mm512_storeu_si512(d + 2 * i, r0);
-            _mm512_storeu_si512(d + 2 * i + 64, r1);
-        }
+        st_words2(d + 2 * i, r0, r1, nt);
     }
     return i;
 }
@@ -1056,16 +1061,10 @@ static SIMD_INLINE void f8w_loop(void *dst, const void *src, size_t n, const mxp
     const unsigned char *s = (const unsigned char *)src;
     const mxp_dtype to = f8w_kinds[kind].to, from = f8w_kinds[kind].from;
     const uint16_t *tab = f8w_tab[kind + (from == MXP_FLOAT8_E5M2 && a->saturate)];
-    size_t i = 0;
-    if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
-        i = (64 - (uintptr_t)d % 64) % 64 / 2; /* < 32: the reference up to the 64-byte boundary */
-        scalar_tail(to, from, MXP__RNE, d, s, i, a, a->index0);
-        i = f8w_run(d, s, i, n, tab, 1);
-        if (!a->stream) _mm_sfence(); /* a->stream: the caller fences */
-    } else {
-        i = f8w_run(d, s, i, n, tab, 0);
-    }
-    scalar_tail(to, from, MXP__RNE, d + 2 * i, s + i, n - i, a, a->index0 + i);
+    int nt;
+    size_t i = pair_head(d, s, n, a, to, from, 1, 2, 64, &nt);
+    i = nt ? f8w_run(d, s, i, n, tab, 1) : f8w_run(d, s, i, n, tab, 0);
+    pair_done(d, s, i, n, a, to, from, 1, 2, nt);
 }
 #define F8W(name, kind)                                                                        \
     static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
@@ -1123,16 +1122,11 @@ static SIMD_INLINE void f8z_loop(void *dst, const void *src, size_t n, const mxp
     const unsigned char *s = (const unsigned char *)src;
     const mxp_dtype to = e4 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2, from = e4 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
     const int sat = e4 && a->saturate;
-    size_t i = 0;
-    if (n >= 128 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
-        i = (64 - (uintptr_t)d % 64) % 64; /* the streaming stores: 64-byte aligned */
-        scalar_tail(to, from, MXP__RNE, d, s, i, a, a->index0);
-        i = sat ? f8z_run(d, s, i, n, e4, 1, 1) : f8z_run(d, s, i, n, e4, 0, 1);
-        if (!a->stream) _mm_sfence(); /* a->stream: the caller fences */
-    } else {
-        i = sat ? f8z_run(d, s, i, n, e4, 1, 0) : f8z_run(d, s, i, n, e4, 0, 0);
-    }
-    scalar_tail(to, from, MXP__RNE, d + i, s + i, n - i, a, a->index0 + i);
+    int nt;
+    size_t i = pair_head(d, s, n, a, to, from, 1, 1, 64, &nt); /* the streaming stores: 64-byte aligned */
+    if (sat) i = nt ? f8z_run(d, s, i, n, e4, 1, 1) : f8z_run(d, s, i, n, e4, 1, 0);
+    else i = nt ? f8z_run(d, s, i, n, e4, 0, 1) : f8z_run(d, s, i, n, e4, 0, 0);
+    pair_done(d, s, i, n, a, to, from, 1, 1, nt);
 }
 static void cvt_e4m3_e5m2__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
 {
@@ -1270,13 +1264,7 @@ static SIMD_INLINE size_t bfh_run(unsigned char *d, const unsigned char *s, size
             r0 = bf16_f16_fix(h0, sat);
             r1 = bf16_f16_fix(h1, sat);
         }
-        if (nt) {
-            MXP__STREAM512(d + 2 * i, r0);
-            MXP__STREAM512(d + 2 * i + 64, r1);
-        } else {
-            _mm512_storeu_si512(d + 2 * i, r0);
-            _mm512_storeu_si512(d + 2 * i + 64, r1);
-        }
+        st_words2(d + 2 * i, r0, r1, nt);
     }
     return i;
 }
@@ -1284,17 +1272,11 @@ static void cvt_f16_bf16_w__avx512(void *dst, const void *src, size_t n, const m
 {
     unsigned char *d = (unsigned char *)dst;
     const unsigned char *s = (const unsigned char *)src;
-    const int sat = a->saturate;
-    size_t i = 0;
-    if (n >= 64 && (n * 4 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
-        i = (64 - (uintptr_t)d % 64) % 64 / 2; /* < 32: the reference up to the 64-byte boundary */
-        scalar_tail(MXP_FLOAT16, MXP_BFLOAT16, MXP__RNE, d, s, i, a, a->index0);
-        i = sat ? bfh_run(d, s, i, n, 1, 1) : bfh_run(d, s, i, n, 0, 1);
-        if (!a->stream) _mm_sfence(); /* a->stream: the caller fences */
-    } else {
-        i = sat ? bfh_run(d, s, i, n, 1, 0) : bfh_run(d, s, i, n, 0, 0);
-    }
-    scalar_tail(MXP_FLOAT16, MXP_BFLOAT16, MXP__RNE, d + 2 * i, s + 2 * i, n - i, a, a->index0 + i);
+    int nt;
+    size_t i = pair_head(d, s, n, a, MXP_FLOAT16, MXP_BFLOAT16, 2, 2, 64, &nt);
+    if (a->saturate) i = nt ? bfh_run(d, s, i, n, 1, 1) : bfh_run(d, s, i, n, 1, 0);
+    else i = nt ? bfh_run(d, s, i, n, 0, 1) : bfh_run(d, s, i, n, 0, 0);
+    pair_done(d, s, i, n, a, MXP_FLOAT16, MXP_BFLOAT16, 2, 2, nt);
 }
 void mxp__cvt_register_avx512_pairs(mxp__kernels *k)
 {

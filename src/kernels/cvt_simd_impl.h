@@ -1757,6 +1757,30 @@ static SIMD_INLINE void srn_loop(void *dst, const void *src, size_t n, const mxp
 
 #ifdef MXP_SIMD_F16_F8
 /*
+ * The frame of the narrow -> narrow nearest-even kernels with steps of their own (here and in the
+ * x86 ISA files), around their run(d, s, i, n, ..., nt) loops: pair_head decides whether the call
+ * streams (large, or args.stream, with an element-aligned destination), converts the elements
+ * before the first `align`-byte boundary of the destination by the reference when it does, and
+ * returns where the run starts; pair_done fences (unless the caller does, args.stream) and
+ * converts the tail by the reference.
+ */
+static SIMD_INLINE size_t pair_head(unsigned char *d, const unsigned char *s, size_t n, const mxp__cvt_args *a,
+                                    mxp_dtype to, mxp_dtype from, size_t ib, size_t ob, size_t align, int *nt)
+{
+    *nt = n >= 64 && (n * (ib + ob) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % ob == 0;
+    if (!*nt) return 0;
+    const size_t i = (align - (uintptr_t)d % align) % align / ob; /* < 64 <= n */
+    scalar_tail(to, from, MXP__RNE, d, s, i, a, a->index0);
+    return i;
+}
+static SIMD_INLINE void pair_done(unsigned char *d, const unsigned char *s, size_t i, size_t n,
+                                  const mxp__cvt_args *a, mxp_dtype to, mxp_dtype from, size_t ib, size_t ob, int nt)
+{
+    if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
+    scalar_tail(to, from, MXP__RNE, d + ob * i, s + ib * i, n - i, a, a->index0 + i);
+}
+
+/*
  * float16 (or, where the ISA file's step takes it, bfloat16: bf = 1) -> float8 nearest-even
  * around the ISA file's f16_f8_run (defined after this header: steps on 16-bit lanes, the rules
  * in cvt_avx512.c and cvt_avx2.c), which returns the first element it left: streaming from the
@@ -1771,16 +1795,10 @@ static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const 
     unsigned char *d = (unsigned char *)dst;
     const unsigned char *s = (const unsigned char *)src;
     const int e4 = to == MXP_FLOAT8_E4M3FN, bf = from == MXP_BFLOAT16;
-    size_t i = 0;
-    if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
-        i = (32 - (uintptr_t)d % 32) % 32; /* the streaming stores: 32-byte aligned */
-        scalar_tail(to, from, MXP__RNE, d, s, i, a, a->index0);
-        i = f16_f8_run(d, s, i, n, e4, bf, sat, 1);
-        if (!a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
-    } else {
-        i = f16_f8_run(d, s, i, n, e4, bf, sat, 0);
-    }
-    scalar_tail(to, from, MXP__RNE, d + i, s + 2 * i, n - i, a, a->index0 + i);
+    int nt;
+    size_t i = pair_head(d, s, n, a, to, from, 2, 1, 32, &nt); /* the streaming stores: 32-byte aligned */
+    i = nt ? f16_f8_run(d, s, i, n, e4, bf, sat, 1) : f16_f8_run(d, s, i, n, e4, bf, sat, 0);
+    pair_done(d, s, i, n, a, to, from, 2, 1, nt);
 }
 #define SIMD_F16_F8(name, to, from)                                                            \
     static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
