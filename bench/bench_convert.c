@@ -79,12 +79,17 @@ static const conv convs[] = {
     {"f32->f16 SR", MXP_FLOAT16, MXP_FLOAT32, MXP__SR, false},
     {"f32->e4m3fn SR", MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__SR, false},
     {"f32->e5m2 SR", MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__SR, false},
-    /* the other pairs (float64 by AVX; the narrow <-> narrow nearest-even pairs by their own
-     * kernels on x86; stochastic narrow -> narrow and float64 -> narrow nearest-even composed
-     * from the float32 kernels, src/kernels/cvt_compose.c) */
+    /* the other pairs (float64 by AVX, and float64 <-> narrow by direct kernels on x86; the
+     * narrow <-> narrow nearest-even pairs by their own kernels on x86; stochastic rounding
+     * between the two float8 formats composed from the float32 kernels,
+     * src/kernels/cvt_compose.c) */
     {"f64->f32", MXP_FLOAT32, MXP_FLOAT64, MXP__RNE, false},
     {"f32->f64", MXP_FLOAT64, MXP_FLOAT32, MXP__RNE, false},
+    {"f64->f16", MXP_FLOAT16, MXP_FLOAT64, MXP__RNE, false},
     {"f64->bf16", MXP_BFLOAT16, MXP_FLOAT64, MXP__RNE, false},
+    {"f64->e4m3fn", MXP_FLOAT8_E4M3FN, MXP_FLOAT64, MXP__RNE, false},
+    {"f16->f64", MXP_FLOAT64, MXP_FLOAT16, MXP__RNE, false},
+    {"e4m3fn->f64", MXP_FLOAT64, MXP_FLOAT8_E4M3FN, MXP__RNE, false},
     {"f64->bf16 SR", MXP_BFLOAT16, MXP_FLOAT64, MXP__SR, false},
     {"f64->f32 SR", MXP_FLOAT32, MXP_FLOAT64, MXP__SR, false},
     {"f16->bf16", MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, false},

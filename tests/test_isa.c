@@ -1100,6 +1100,76 @@ static void test_f64(void **state)
     skip_if_none(checked);
 }
 
+/* float64 -> narrow nearest-even on mostly regular data: doubles over [-8, 8] with fill64's hard
+ * values (ties and near-ties of every format, overflow, underflow, NaN, float32 subnormals) at
+ * several rates, with or without ReLU zeros, so that the direct kernels' fast steps (n64_loop in
+ * cvt_simd_impl.h) run long and leave at every kind of lane (a lone small float8 lane is patched
+ * in the step, anything else takes composed blocks of growing length); under three MXCSR
+ * settings, sizes with every tail, odd offsets, and with the streaming threshold lowered. */
+static void test_f64_mixed(void **state)
+{
+    (void)state;
+    enum { N = 4133 };
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    unsigned char *src = alloc(8 * N + 8), *want = alloc(8 * N), *got = alloc(8 * N + 80);
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
+    static const uint32_t rates[] = {2, 9, 70, 600, 1u << 30};
+#ifdef HAVE_MXCSR
+    static const unsigned csrs[] = {0x1F80u, 0x9FC0u, 0x7F80u};
+    const unsigned old_csr = get_csr();
+#endif
+    int checked = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int ti = 0; ti < ntabs; ti++)
+            for (size_t ri = 0; ri < sizeof rates / sizeof rates[0]; ri++)
+                for (int relu = 0; relu < 2; relu++) {
+                    const size_t so = 1 + ri % 3, n = N - 13 * ri - 7 * (size_t)relu - (size_t)pass;
+                    for (size_t i = 0; i < n; i++) {
+                        uint64_t u;
+                        if (relu && rnd32() % 2) {
+                            u = rnd32() % 8 ? 0 : 0x8000000000000000ull;
+                        } else if (rnd32() % rates[ri] == 0) {
+                            u = fill64();
+                        } else {
+                            const double x = (double)(tu_rand64(&rng_state) >> 11) * 0x1p-53 * 16.0 - 8.0;
+                            memcpy(&u, &x, 8);
+                        }
+                        memcpy(src + so + 8 * i, &u, 8);
+                    }
+                    for (int d = MXP_FLOAT16; d < MXP_FLOAT_DTYPE_COUNT; d++) {
+                        if (tabs[ti]->cvt[d][MXP_FLOAT64][MXP__RNE] == ref->cvt[d][MXP_FLOAT64][MXP__RNE]) continue;
+                        const int sat = (int)(ri + (size_t)relu) % 2;
+                        const size_t dof = 2 * ri + (size_t)relu + (size_t)d;
+                        const mxp__cvt_args a = {sat != 0, 7, 0, false};
+                        char what[160];
+                        snprintf(what, sizeof what, "%s f64 -> %s RNE sat=%d, 1 in %u hard%s, n=%zu dst+%zu%s",
+                                 tabs[ti]->name, dt_name(d), sat, (unsigned)rates[ri], relu ? ", ReLU zeros" : "",
+                                 n, dof, pass ? " (streaming threshold 4096)" : "");
+                        ref->cvt[d][MXP_FLOAT64][MXP__RNE](want, src + so, n, &a);
+                        mxp__nt_threshold = pass ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
+#ifdef HAVE_MXCSR
+                        const unsigned csr = csrs[(ri + (size_t)d) % 3];
+                        set_csr(csr);
+#endif
+                        tabs[ti]->cvt[d][MXP_FLOAT64][MXP__RNE](got + dof, src + so, n, &a);
+#ifdef HAVE_MXCSR
+                        const unsigned after = get_csr();
+                        set_csr(old_csr);
+                        if ((after & ~0x3Fu) != csr) fail_msg("%s: MXCSR 0x%04x after the call", what, after);
+#endif
+                        mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+                        expect_same(want, got + dof, src + so, n, d, MXP_FLOAT64, MXP__RNE, what);
+                        checked++;
+                    }
+                }
+    free(src);
+    free(want);
+    free(got);
+    skip_if_none(checked);
+}
+
 /* mxp_convert_ex for every floating pair, both modes, on hard data, with every floating-point
  * exception unmasked and no flag set (also over two threads, which inherit nothing: each chunk
  * sets its own state): no trap, the reference's bits, and MXCSR exactly as before the call. */
@@ -1171,6 +1241,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sr_boundary),
         cmocka_unit_test(test_sr_boundary16),
         cmocka_unit_test(test_f64),
+        cmocka_unit_test(test_f64_mixed),
         cmocka_unit_test(test_fenv),
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_streaming_short),

@@ -570,10 +570,60 @@ PRIM bool hw_e4m3_nan4(const void *p)
 #endif
 #define MXP_SIMD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
+/* float64 <-> narrow without a float32 block (cvt_simd_impl.h's n64_loop / w64_loop). AVX2 has
+ * no embedded rounding, so the frame sets MXCSR to toward zero (FTZ and DAZ off, every exception
+ * masked) for the call; the float32 steps that run under it do not depend on MXCSR's rounding
+ * (integer operations, and F16C's rounding comes from its immediate), and the float32 kernel of
+ * a composed block runs under the caller's MXCSR. f64_odd_ld: 8 float64 -> 8 float32 rounded to
+ * odd, the odd bit where the conversion was inexact: full, the float32 read back differs
+ * (cvt_f64_avx2.c's step; exact everywhere); else where the 29 low mantissa bits are not all
+ * zero (exact where the float32 is normal, overflow and infinity included; a NaN's odd bit
+ * never reaches a narrow NaN; below 2^-126 it may be wrong, where only a bfloat16 subnormal
+ * result can tell, which n64_step sends to the full step). f64_st: 8 float32 -> 8 float64 (exact
+ * with DAZ off; sat: +-inf -> +-DBL_MAX, the pattern below it). */
+#define MXP_SIMD_F64 1
+#define MXP_SIMD_F64_CSR 0x7F80u
+PRIM V f64_odd_ld(const unsigned char *p, int full)
+{
+    const __m256d x0 = _mm256_loadu_pd((const double *)(const void *)p);
+    const __m256d x1 = _mm256_loadu_pd((const double *)(const void *)(p + 32));
+    const __m128 y0 = _mm256_cvtpd_ps(x0), y1 = _mm256_cvtpd_ps(x1);
+    const V y = _mm256_castps_si256(_mm256_set_m128(y1, y0));
+    V odd;
+    if (full) {
+        /* two 4-lane qword masks -> one 8-lane dword mask in element order (dwords 0 and 2 of
+         * each 128-bit lane, then qwords 0, 2, 1, 3) */
+        const __m256d ne0 = _mm256_cmp_pd(_mm256_cvtps_pd(y0), x0, _CMP_NEQ_OQ);
+        const __m256d ne1 = _mm256_cmp_pd(_mm256_cvtps_pd(y1), x1, _CMP_NEQ_OQ);
+        const __m256 m = _mm256_shuffle_ps(_mm256_castpd_ps(ne0), _mm256_castpd_ps(ne1), 0x88);
+        odd = _mm256_and_si256(_mm256_permute4x64_epi64(_mm256_castps_si256(m), 0xD8), _mm256_set1_epi32(1));
+    } else {
+        /* the low dword of each float64 (mantissa bits 0-31), in element order as above */
+        const __m256 lo = _mm256_shuffle_ps(_mm256_castpd_ps(x0), _mm256_castpd_ps(x1), 0x88);
+        const V l = _mm256_and_si256(_mm256_permute4x64_epi64(_mm256_castps_si256(lo), 0xD8),
+                                     _mm256_set1_epi32(0x1FFFFFFF));
+        odd = _mm256_min_epu32(l, _mm256_set1_epi32(1));
+    }
+    return _mm256_or_si256(y, odd);
+}
+PRIM void f64_st(unsigned char *p, V x, int sat, int nt)
+{
+    for (int h = 0; h < 2; h++) {
+        const __m128 xh = _mm_castsi128_ps(h ? _mm256_extracti128_si256(x, 1) : _mm256_castsi256_si128(x));
+        __m256i y = _mm256_castpd_si256(_mm256_cvtps_pd(xh));
+        if (sat)
+            y = _mm256_add_epi64(y, _mm256_cmpeq_epi64(_mm256_and_si256(y, _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll)),
+                                                       _mm256_set1_epi64x(0x7FF0000000000000ll)));
+        if (nt) MXP__STREAM256((__m256i *)(void *)(p + 32 * h), y);
+        else _mm256_storeu_si256((__m256i *)(void *)(p + 32 * h), y);
+    }
+}
+
 #define MXP_SIMD_F16_F8 1 /* f16_f8_run, below */
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx2(mxp__kernels *k) { simd_register(k); }
+void mxp__cvt_register_avx2_f64(mxp__kernels *k) { simd_register_f64(k); }
 
 /*
  * float16 / bfloat16 -> float8 nearest-even on 16-bit lanes, 32 elements per step: cvt_avx512.c's

@@ -886,6 +886,55 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #define MXP_SIMD_PREFETCH_BF16 0
 #define MXP_SIMD_PREFETCH_WIDEN 0
 
+/* float64 <-> narrow without a float32 block (cvt_simd_impl.h's n64_loop / w64_loop): 16 float64
+ * -> 16 float32 rounded to odd (VCVTPD2PS toward zero by its embedded rounding, then the lowest
+ * bit set where VCVTPS2PD reads back another value: inexact; an unordered compare is false, so a
+ * NaN lane keeps its quiet NaN; the frame sets MXCSR's FTZ and DAZ off), and 16 float32 -> 16
+ * float64 (exact with DAZ off; sat: +-inf -> +-DBL_MAX, the pattern below it). */
+#define MXP_SIMD_F64 1
+#define MXP_SIMD_F64_CSR 0x1F80u /* every exception masked, nearest-even, FTZ and DAZ off */
+PRIM V f64_odd_ld(const unsigned char *p, int full)
+{
+    const __m512d x0 = _mm512_loadu_pd((const void *)p), x1 = _mm512_loadu_pd((const void *)(p + 64));
+    const __m256 y0 = _mm512_cvt_roundpd_ps(x0, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 y1 = _mm512_cvt_roundpd_ps(x1, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __mmask8 e0, e1;
+    if (full) {
+        e0 = _mm512_cmp_pd_mask(_mm512_cvtps_pd(y0), x0, _CMP_NEQ_OQ);
+        e1 = _mm512_cmp_pd_mask(_mm512_cvtps_pd(y1), x1, _CMP_NEQ_OQ);
+    } else {
+        const __m512i low = _mm512_set1_epi64(0x1FFFFFFF);
+        e0 = _mm512_test_epi64_mask(_mm512_castpd_si512(x0), low);
+        e1 = _mm512_test_epi64_mask(_mm512_castpd_si512(x1), low);
+    }
+    const V y = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(y0)), _mm256_castps_si256(y1), 1);
+    return _mm512_mask_or_epi32(y, (__mmask16)((unsigned)e0 | (unsigned)e1 << 8), y, _mm512_set1_epi32(1));
+}
+PRIM void f64_st8(unsigned char *p, __m256 x, int sat, int nt)
+{
+    __m512i y = _mm512_castpd_si512(_mm512_cvtps_pd(x));
+    if (sat) {
+        const __mmask8 inf = _mm512_cmpeq_epi64_mask(_mm512_and_si512(y, _mm512_set1_epi64(0x7FFFFFFFFFFFFFFFll)),
+                                                     _mm512_set1_epi64(0x7FF0000000000000ll));
+        y = _mm512_mask_sub_epi64(y, inf, y, _mm512_set1_epi64(1));
+    }
+    if (nt) MXP__STREAM512((void *)p, y);
+    else _mm512_storeu_si512((void *)p, y);
+}
+PRIM void f64_st(unsigned char *p, V x, int sat, int nt)
+{
+    f64_st8(p, _mm256_castsi256_ps(_mm512_castsi512_si256(x)), sat, nt);
+    f64_st8(p + 64, _mm256_castsi256_ps(_mm512_extracti64x4_epi64(x, 1)), sat, nt);
+}
+/* 16 float16 at s -> 16 float64 at p: VCVTPH2PS on 8 lanes (one 512-bit conversion and a
+ * 256-bit extract cost more on Zen 4, which runs 512-bit operations as two halves) */
+#define MXP_SIMD_F64_F16 1
+PRIM void f64_st_f16(unsigned char *p, const unsigned char *s, int sat, int nt)
+{
+    f64_st8(p, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)s)), sat, nt);
+    f64_st8(p + 64, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + 16))), sat, nt);
+}
+
 #define MXP_SIMD_F16_F8 1 /* f16_f8_run, below */
 #include "cvt_simd_impl.h"
 
@@ -1352,6 +1401,14 @@ void mxp__cvt_register_avx512_bf16(mxp__kernels *k)
 {
     k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE] = cvt_bf16_f32_hw__avx512;
     k->cvt[MXP_BFLOAT16][MXP_FLOAT16][MXP__RNE] = cvt_bf16_f16_hw__avx512;
+}
+
+/* float64 -> bfloat16 nearest-even with VCVTNEPS2BF16 after the round-to-odd step (n64_loop) */
+SIMD_F64N(cvt_bf16_f64_hw, SF_BF16_HW)
+void mxp__cvt_register_avx512_f64(mxp__kernels *k, bool bf16)
+{
+    simd_register_f64(k);
+    if (bf16) k->cvt[MXP_BFLOAT16][MXP_FLOAT64][MXP__RNE] = cvt_bf16_f64_hw__avx512;
 }
 
 /*

@@ -1892,4 +1892,226 @@ static void simd_register_to16(mxp__kernels *k)
 }
 #endif
 
+#if defined(MXP_SIMD_F64) && defined(MXP_SIMD_F16_F8)
+/*
+ * float64 <-> float16 / bfloat16 / float8 without cvt_compose.c's float32 block, on x86. The ISA
+ * file gives f64_odd_ld (VL float64 -> VL float32 bits rounded to odd) and f64_st (VL float32
+ * bits -> VL float64 at p, exact; sat: +-inf -> +-DBL_MAX), and MXP_SIMD_F64_CSR, the MXCSR value
+ * they need (every exception masked, FTZ and DAZ off; AVX2's odd step also toward zero), set for
+ * the call and given back whole (flags included) at its end.
+ *  - narrow -> float64 (w64_loop): widen_one, then f64_st: the composed path's two exact steps in
+ *    registers.
+ *  - float64 -> narrow nearest-even (n64_loop): round to odd, then the float32 step in registers
+ *    (cvt_compose.c and cvt_f64_avx2.c say why one rounding to odd and then one to nearest-even
+ *    give the reference's single rounding): float16 by the hardware step, bfloat16 by the
+ *    integer step (bf16_rne2) unless a NaN is among the 4*VL lanes, float8 by narrow8_codes4 with
+ *    a lone lane below the normal range patched as narrow8_fast4p does. A step it cannot take
+ *    (NaN, overflow, two small float8 lanes, ...) leaves for the composed path for the next
+ *    F64_CH elements: the float32 block, then the float32 kernel the table had at registration
+ *    (n64_fb; MXCSR given back to the caller's around it), so that data full of such steps (ReLU
+ *    zeros into float8) costs what the composed path costs.
+ * Calls large enough to stream (or args.stream) store non-temporally from the first 4*VL-byte
+ * boundary of the destination; the composed blocks then pass args.stream on.
+ */
+enum { F64_CH = 1024 };
+static mxp__cvt_fn n64_fb[MXP_FLOAT_DTYPE_COUNT];
+
+/* 4*VL float32 (rounded to odd from float64) -> t at p, nearest-even; false: nothing stored */
+static SIMD_INLINE bool n64_step(unsigned char *p, V x0, V x1, V x2, V x3, const sfmt t, const fastc c, V bk,
+                                 int sat, int nt)
+{
+    if (t.dt == MXP_FLOAT16) {
+        hw_f16_st2(p, x0, x1, sat, nt);
+        hw_f16_st2(p + 4 * VL, x2, x3, sat, nt);
+        return true;
+    }
+    if (t.bias == 127) {
+        /* f64_odd_ld's odd bit is exact from 2^-126 up; below, a result in bfloat16's
+         * subnormal range (a float32 subnormal) takes the composed path (+-0 is right) */
+        const V absm = v_set1(0x7FFFFFFFu), one = v_set1(1u), top = v_set1(0x007FFFFFu);
+        if (m_any(m_or(m_or(m_gtu(top, v_sub(v_and(x0, absm), one)), m_gtu(top, v_sub(v_and(x1, absm), one))),
+                       m_or(m_gtu(top, v_sub(v_and(x2, absm), one)), m_gtu(top, v_sub(v_and(x3, absm), one))))))
+            return false;
+#ifdef MXP_SIMD_BF16_HW
+        if (t.hw) { /* VCVTNEPS2BF16: its NaN rule is the reference's */
+            st16_words(p, CVTNEPS2BF16(x0), CVTNEPS2BF16(x1), 0x7F80, sat, nt);
+            st16_words(p + 4 * VL, CVTNEPS2BF16(x2), CVTNEPS2BF16(x3), 0x7F80, sat, nt);
+            return true;
+        }
+#endif
+        if (any_nan4(x0, x1, x2, x3)) return false;
+        bf16_rne2(p, x0, x1, bk, sat, nt);
+        bf16_rne2(p + 4 * VL, x2, x3, bk, sat, nt);
+        return true;
+    }
+    const n8p r = narrow8_codes4(x0, x1, x2, x3, 23 - t.m, c.add, 1u << t.m, t.maxfin);
+#ifdef MXP_SIMD_NARROW8_OK
+    if (__builtin_expect(narrow8_ok(&r), 1)) {
+        narrow8_store(p, &r, nt);
+        return true;
+    }
+    const uint64_t bad = narrow8_bad(&r);
+#else
+    const uint64_t bad = narrow8_bad(&r);
+    if (__builtin_expect(bad == 0, 1)) {
+        narrow8_store(p, &r, nt);
+        return true;
+    }
+#endif
+    if (bad & (bad - 1u)) return false;
+    const unsigned j = (unsigned)__builtin_ctzll(bad);
+    uint32_t lane[VL];
+    st32(lane, j < VL ? x0 : j < 2 * VL ? x1 : j < 3 * VL ? x2 : x3);
+    const uint32_t xb = lane[j % VL];
+    if ((xb & 0x7FFFFFFFu) >= c.lo) return false; /* overflow or NaN */
+    narrow8_store_lone(p, &r, bad, rne8_tiny_code(xb, t), nt);
+    return true;
+}
+
+/* elements i .. i + m of a float64 -> t call by the composed path (m a multiple of VL, at most
+ * F64_CH), under the caller's MXCSR (old) for the float32 kernel */
+MXP_SIMD_NOINLINE static void n64_block(unsigned char *d, const unsigned char *s, size_t i, size_t m,
+                                        const sfmt t, const mxp__cvt_args *a, unsigned old, int nt)
+{
+    uint32_t tmp[F64_CH];
+    for (size_t j = 0; j < m; j += VL) st32(tmp + j, f64_odd_ld(s + 8 * (i + j), t.bias == 127));
+    mxp__cvt_args b = *a;
+    b.index0 = a->index0 + i;
+    b.stream = nt;
+    _mm_setcsr(old);
+    n64_fb[t.dt](d + (size_t)t.bits / 8 * i, tmp, m, &b);
+    _mm_setcsr(MXP_SIMD_F64_CSR);
+}
+
+static SIMD_INLINE size_t n64_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
+                                  const mxp__cvt_args *a, unsigned old, int sat, int nt)
+{
+    const size_t ob = (size_t)t.bits / 8;
+    const fastc c = fast_consts(t);
+    V bk = v_set1(0x7FFFu);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(bk);
+#endif
+    size_t ch = 4 * VL; /* the next composed block's length */
+    while (i + 4 * VL <= n) {
+        const size_t i0 = i;
+        for (; i + 4 * VL <= n; i += 4 * VL) {
+            const unsigned char *p = s + 8 * i;
+            const V x0 = f64_odd_ld(p, 0), x1 = f64_odd_ld(p + 8 * VL, 0);
+            const V x2 = f64_odd_ld(p + 16 * VL, 0), x3 = f64_odd_ld(p + 24 * VL, 0);
+            if (!n64_step(d + ob * i, x0, x1, x2, x3, t, c, bk, sat, nt)) break;
+        }
+        if (i + 4 * VL > n) break;
+        /* one step after fast ones; twice as many after each composed block in a row */
+        ch = i != i0 ? 4 * VL : ch < F64_CH ? 2 * ch : F64_CH;
+        const size_t m = (n - i) / (4 * VL) * (4 * VL) < ch ? (n - i) / (4 * VL) * (4 * VL) : ch;
+        n64_block(d, s, i, m, t, a, old, nt);
+        i += m;
+    }
+    if (n - i >= VL) { /* the last whole vectors */
+        const size_t m = (n - i) / VL * VL;
+        n64_block(d, s, i, m, t, a, old, nt);
+        i += m;
+    }
+    return i;
+}
+
+static SIMD_INLINE void n64_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt t)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    const size_t ob = (size_t)t.bits / 8;
+    int nt;
+    size_t i = pair_head(d, s, n, a, t.dt, MXP_FLOAT64, 8, ob, 4 * VL, &nt);
+    const unsigned old = _mm_getcsr();
+    _mm_setcsr(MXP_SIMD_F64_CSR);
+    if (a->saturate) i = nt ? n64_run(d, s, i, n, t, a, old, 1, 1) : n64_run(d, s, i, n, t, a, old, 1, 0);
+    else i = nt ? n64_run(d, s, i, n, t, a, old, 0, 1) : n64_run(d, s, i, n, t, a, old, 0, 0);
+    _mm_setcsr(old);
+    pair_done(d, s, i, n, a, t.dt, MXP_FLOAT64, 8, ob, nt);
+}
+
+static SIMD_INLINE size_t w64_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
+                                  int bf, int sat, int nt)
+{
+    const size_t ib = (size_t)t.bits / 8;
+    for (; i + 2 * VL <= n; i += 2 * VL) {
+#ifdef MXP_SIMD_HW_E4M3
+        /* widen_loop's step for 4*VL e4m3fn bytes without a NaN */
+        if (t.dt == MXP_FLOAT8_E4M3FN && i + 4 * VL <= n && !hw_e4m3_nan4(s + i)) {
+            f64_st(d + 8 * i, hw_e4m3_ld_nonan(s + i), sat, nt);
+            f64_st(d + 8 * i + 8 * VL, hw_e4m3_ld_nonan(s + i + VL), sat, nt);
+            f64_st(d + 8 * i + 16 * VL, hw_e4m3_ld_nonan(s + i + 2 * VL), sat, nt);
+            f64_st(d + 8 * i + 24 * VL, hw_e4m3_ld_nonan(s + i + 3 * VL), sat, nt);
+            i += 2 * VL; /* and 2*VL more by the loop */
+            continue;
+        }
+#endif
+#ifdef MXP_SIMD_F64_F16
+        if (t.dt == MXP_FLOAT16) {
+            f64_st_f16(d + 8 * i, s + 2 * i, sat, nt);
+            f64_st_f16(d + 8 * i + 8 * VL, s + 2 * i + 2 * VL, sat, nt);
+            continue;
+        }
+#endif
+        const V w0 = widen_one(s + ib * i, t, bf, 0), w1 = widen_one(s + ib * (i + VL), t, bf, 0);
+        f64_st(d + 8 * i, w0, sat, nt);
+        f64_st(d + 8 * i + 8 * VL, w1, sat, nt);
+    }
+    return i;
+}
+
+static SIMD_INLINE void w64_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt t, int bf)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    const size_t ib = (size_t)t.bits / 8;
+    int nt;
+    size_t i = pair_head(d, s, n, a, MXP_FLOAT64, t.dt, ib, 8, 4 * VL, &nt);
+    const unsigned old = _mm_getcsr();
+    _mm_setcsr(MXP_SIMD_F64_CSR);
+    if (a->saturate) i = nt ? w64_run(d, s, i, n, t, bf, 1, 1) : w64_run(d, s, i, n, t, bf, 1, 0);
+    else i = nt ? w64_run(d, s, i, n, t, bf, 0, 1) : w64_run(d, s, i, n, t, bf, 0, 0);
+    _mm_setcsr(old);
+    pair_done(d, s, i, n, a, MXP_FLOAT64, t.dt, ib, 8, nt);
+}
+
+#define SIMD_F64N(base, F)                                                                     \
+    static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
+    {                                                                                          \
+        n64_loop(dst, src, n, a, F);                                                           \
+    }
+#define SIMD_F64W(base, F, bf)                                                                 \
+    static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
+    {                                                                                          \
+        w64_loop(dst, src, n, a, F, bf);                                                       \
+    }
+SIMD_F64N(cvt_f16_f64, SF_F16)
+SIMD_F64N(cvt_bf16_f64, SF_BF16)
+SIMD_F64N(cvt_e4m3_f64, SF_E4M3)
+SIMD_F64N(cvt_e5m2_f64, SF_E5M2)
+SIMD_F64W(cvt_f64_f16, SF_F16, 0)
+SIMD_F64W(cvt_f64_bf16, SF_BF16, 1)
+SIMD_F64W(cvt_f64_e4m3, SF_E4M3, 0)
+SIMD_F64W(cvt_f64_e5m2, SF_E5M2, 0)
+
+/* float64 -> narrow nearest-even and narrow -> float64 (both modes: exact); last, after every
+ * float32 -> narrow entry (the composed blocks' kernels, read here) */
+static void simd_register_f64(mxp__kernels *k)
+{
+    static const mxp_dtype nar[4] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
+    for (int j = 0; j < 4; j++) n64_fb[nar[j]] = k->cvt[nar[j]][MXP_FLOAT32][MXP__RNE];
+    k->cvt[MXP_FLOAT16][MXP_FLOAT64][MXP__RNE] = SIMD_FN(cvt_f16_f64);
+    k->cvt[MXP_BFLOAT16][MXP_FLOAT64][MXP__RNE] = SIMD_FN(cvt_bf16_f64);
+    k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT64][MXP__RNE] = SIMD_FN(cvt_e4m3_f64);
+    k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT64][MXP__RNE] = SIMD_FN(cvt_e5m2_f64);
+    for (int mode = 0; mode < MXP__NMODES; mode++) {
+        k->cvt[MXP_FLOAT64][MXP_FLOAT16][mode] = SIMD_FN(cvt_f64_f16);
+        k->cvt[MXP_FLOAT64][MXP_BFLOAT16][mode] = SIMD_FN(cvt_f64_bf16);
+        k->cvt[MXP_FLOAT64][MXP_FLOAT8_E4M3FN][mode] = SIMD_FN(cvt_f64_e4m3);
+        k->cvt[MXP_FLOAT64][MXP_FLOAT8_E5M2][mode] = SIMD_FN(cvt_f64_e5m2);
+    }
+}
+#endif
+
 #endif /* MIXPREC_CVT_SIMD_IMPL_H */

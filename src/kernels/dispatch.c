@@ -138,6 +138,7 @@ static void build(mxp__isa_id isa)
         mxp__qmm_register_avx2(k);
         mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx2);
         mxp__cvt_register_avx2_pairs(k);
+        mxp__cvt_register_avx2_f64(k); /* last: reads the float32 -> narrow entries */
         break;
     case MXP__ISA_AVX512:
         mxp__cvt_register_avx512(k);
@@ -155,6 +156,9 @@ static void build(mxp__isa_id isa)
 #if defined(MXP_X86_CPUID) && !defined(MXP_AVX512_EMULATED)
         /* after the composed pairs: its float16 -> bfloat16 entry replaces one of them */
         if (x86_detect().bf16) mxp__cvt_register_avx512_bf16(k);
+        mxp__cvt_register_avx512_f64(k, x86_detect().bf16); /* last: reads the float32 -> narrow entries */
+#else
+        mxp__cvt_register_avx512_f64(k, false);
 #endif
         break;
 #endif

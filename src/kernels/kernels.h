@@ -212,6 +212,11 @@ extern unsigned char mxp__f8b_sub[2][32];
 extern unsigned char mxp__f8b_nan;
 void mxp__f8b_init(void);
 void mxp__cvt_register_avx512_pairs(mxp__kernels *k);
+/* float64 -> float16 / bfloat16 / float8 nearest-even and float16 / bfloat16 / float8 -> float64
+ * without the float32 block (cvt_simd_impl.h's n64_loop / w64_loop); last: its float64 -> narrow
+ * kernels keep the float32 -> narrow entries the table has then, for the steps they leave */
+void mxp__cvt_register_avx512_f64(mxp__kernels *k, bool bf16);
+void mxp__cvt_register_avx2_f64(mxp__kernels *k); /* the same on AVX2 */
 void mxp__finite_register_avx512(mxp__kernels *k);
 void mxp__qmm_register_avx2(mxp__kernels *k);
 /* the AVX2 rows() (qmm.rows of the avx2 table), for the avx512 table's own rows() */

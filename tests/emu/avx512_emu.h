@@ -321,6 +321,24 @@ EMU_FN simde__m512i emu_mm512_dpbusd_epi32(simde__m512i src, simde__m512i a, sim
 #define _mm512_mask_cvtepi32_storeu_epi8 emu_mm512_mask_cvtepi32_storeu_epi8
 #define _mm512_cvtps_pd emu_mm512_cvtps_pd
 
+/* VCVTPD2PS with embedded rounding, toward zero (the one the kernels use): MXCSR's rounding set
+ * for the two conversions (FTZ and DAZ as the caller has them, as the instruction keeps them),
+ * then the whole register given back (no flag raised) */
+EMU_FN simde__m256 emu_mm512_cvt_roundpd_ps(simde__m512d a, int r)
+{
+    if ((r & 3) != _MM_FROUND_TO_ZERO) __builtin_trap();
+    const unsigned old = _mm_getcsr();
+    _mm_setcsr(old | 0x7F80u); /* every exception masked, toward zero */
+    /* through volatile objects, so that the compiler cannot move the conversion (a register
+     * operation to it) out from between the two MXCSR writes: clang did */
+    volatile simde__m512d in = a;
+    volatile simde__m256 out = emu_mm512_cvtpd_ps(in);
+    _mm_setcsr(old);
+    return out;
+}
+#undef _mm512_cvt_roundpd_ps
+#define _mm512_cvt_roundpd_ps(a, r) emu_mm512_cvt_roundpd_ps((a), (r))
+
 /* VADDPS / VSUBPS / VMULPS with embedded rounding (_MM_FROUND_TO_NEAREST_INT etc. |
  * _MM_FROUND_NO_EXC; op 0: a + b, 1: a - b, 2: a * b): the result per lane in the given direction
  * whatever the floating-point environment says, raising no flag (the environment is saved and
