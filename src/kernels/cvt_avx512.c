@@ -1614,54 +1614,6 @@ SR_F64Z(cvt_bf16_f64_sr__avx512, MXP_BFLOAT16, 16, 7, 127, 0, 0x7F7Fu, 0x7F80u)
 SR_F64Z(cvt_e4m3_f64_sr__avx512, MXP_FLOAT8_E4M3FN, 8, 3, 7, 1, 0x7Eu, 0u)
 SR_F64Z(cvt_e5m2_f64_sr__avx512, MXP_FLOAT8_E5M2, 8, 2, 15, 0, 0x7Bu, 0x7Cu)
 
-/*
- * float64 -> float32 rounded to odd for cvt_compose.c (the float64 -> float16 / bfloat16 /
- * float8 nearest-even pairs), cvt_f64_avx2.c's mxp__f64_to_f32_odd_avx2 on 16 lanes: MXCSR set
- * to toward zero with FTZ and DAZ off for the call (restored after, flags included), VCVTPD2PS,
- * and the lowest bit set where the float32 read back (VCVTPS2PD) differs from the float64, i.e.
- * where the conversion was inexact (an unordered compare is false: NaN lanes keep their quiet
- * NaN). The last n % 16 elements by masked loads and stores. The AVX2 step it replaces took most
- * of a composed call's time: AMD Zen 5, float64 -> bfloat16 in cache 0.175 ns/element, against
- * 0.056 for float64 -> float32 (bench/RESULTS.md session 17).
- */
-static inline __m512i f64_odd16(__m512d x0, __m512d x1)
-{
-    const __m256 y0 = _mm512_cvtpd_ps(x0), y1 = _mm512_cvtpd_ps(x1);
-    const __mmask8 e0 = _mm512_cmp_pd_mask(_mm512_cvtps_pd(y0), x0, _CMP_NEQ_OQ);
-    const __mmask8 e1 = _mm512_cmp_pd_mask(_mm512_cvtps_pd(y1), x1, _CMP_NEQ_OQ);
-    const __m512i y =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(y0)), _mm256_castps_si256(y1), 1);
-    const __mmask16 inexact = (__mmask16)((unsigned)e0 | (unsigned)e1 << 8);
-    return _mm512_mask_or_epi32(y, inexact, y, _mm512_set1_epi32(1));
-}
-PRIM size_t f64_odd_run(uint32_t *dst, const double *s, size_t n, int pf)
-{
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512d x0 = _mm512_loadu_pd(s + i);
-        if (pf) _mm_prefetch((const char *)(s + i) + F64Z_PREFETCH, _MM_HINT_T0);
-        const __m512d x1 = _mm512_loadu_pd(s + i + 8);
-        if (pf) _mm_prefetch((const char *)(s + i + 8) + F64Z_PREFETCH, _MM_HINT_T0);
-        _mm512_storeu_si512(dst + i, f64_odd16(x0, x1));
-    }
-    return i;
-}
-void mxp__f64_to_f32_odd_avx512(uint32_t *dst, const void *src, size_t n, int pf)
-{
-    const double *s = (const double *)src;
-    const unsigned old = _mm_getcsr();
-    _mm_setcsr(0x1F80u | 0x6000u); /* every exception masked, toward zero, FTZ and DAZ off */
-    const size_t i = pf && MXP_SIMD_PREFETCH_ON ? f64_odd_run(dst, s, n, 1) : f64_odd_run(dst, s, n, 0);
-    if (i < n) {
-        const unsigned m = (unsigned)(n - i); /* 1 .. 15 */
-        const __mmask8 k0 = (__mmask8)(m >= 8 ? 0xFFu : (1u << m) - 1u);
-        const __mmask8 k1 = (__mmask8)(m > 8 ? (1u << (m - 8)) - 1u : 0u);
-        const __m512i y = f64_odd16(_mm512_maskz_loadu_pd(k0, s + i), _mm512_maskz_loadu_pd(k1, s + i + 8));
-        _mm512_mask_storeu_epi32(dst + i, (__mmask16)((1u << m) - 1u), y);
-    }
-    _mm_setcsr(old);
-}
-
 void mxp__cvt_register_f64_avx512(mxp__kernels *k)
 {
     k->cvt[MXP_FLOAT32][MXP_FLOAT64][MXP__SR] = cvt_f32_f64_sr__avx512;

@@ -2,22 +2,19 @@
  * cvt_compose.c - the conversion pairs no ISA file accelerates directly, composed from a SIMD
  * table's own float32 kernels through a float32 buffer that stays in L1.
  *
- * The ISA files accelerate float32 <-> float16 / bfloat16 / float8 (and on x86 float64 <->
- * float32; the narrow pairs listed at the end; on AVX-512 also bfloat16 -> float8 and, with
- * AVX512_BF16, float16 -> bfloat16 nearest-even; all registered after these and replacing them). Every other pair
- * used to run the scalar reference at 2-8 ns per element, twenty to eighty times slower than
- * its float32 neighbours. Each is now two kernel calls per block of
- * BLOCK elements, and the composition is exact, i.e. bit-identical to the reference:
- *  - narrow -> narrow (e.g. float16 -> bfloat16, e4m3fn -> float16) and narrow -> float64:
- *    widening to float32 is exact (every narrow value, NaN payload included, is a float32), so
- *    the second step rounds the same value the reference rounds, once. Stochastic rounding too:
- *    its decision depends only on the value and on r = mxp__sr_bits(seed, index) (kernels.h),
- *    and the block passes each element's own index. The first step never saturates (a +-inf
- *    input must reach the second step as infinity, to become that format's max).
- *  - float64 -> narrow (nearest-even; stochastic rounding: cvt_f64_avx2.c): the ISA supplies a
- *    float64 -> float32 round-to-odd step (cvt_f64_avx2.c explains why that and then one
- *    nearest-even rounding equals the single rounding of the reference). An ISA without one
- *    (NEON) keeps the scalar entries for float64 sources.
+ * The ISA files accelerate float32 <-> float16 / bfloat16 / float8, on x86 also float64 <->
+ * everything and most pairs between narrow formats (listed at the end), all registered after
+ * these and replacing them. Every other pair used to run the scalar reference at 2-8 ns per
+ * element, twenty to eighty times slower than its float32 neighbours. Each is now two kernel
+ * calls per block of BLOCK elements, and the composition is exact, i.e. bit-identical to the
+ * reference: narrow -> narrow (e.g. float16 -> bfloat16, e4m3fn -> float16) and narrow ->
+ * float64 widen to float32 first, which is exact (every narrow value, NaN payload included, is
+ * a float32), so the second step rounds the same value the reference rounds, once. Stochastic
+ * rounding too: its decision depends only on the value and on r = mxp__sr_bits(seed, index)
+ * (kernels.h), and the block passes each element's own index. The first step never saturates (a
+ * +-inf input must reach the second step as infinity, to become that format's max). float64
+ * sources are not composed here: x86 has its own kernels for them (cvt_f64_avx2.c, and
+ * cvt_simd_impl.h's n64_loop, which rounds to odd first), NEON keeps the scalar ones.
  * Threads: mxp_convert_ex splits calls as for any entry; BLOCK bounds the stack use (8 KB).
  *
  * Large calls (n * (input + output bytes) >= mxp__nt_threshold) into a 16-bit or float64 format
@@ -27,19 +24,16 @@
  * slower). Into float8 they do not: the float32 -> float8 kernels' streaming steps are built to
  * hide memory latency and are slower on a source in L1 (session 23), and a byte per element saves
  * little read-for-ownership; float16 -> e5m2 at 2^26 was 1.3-1.8x slower streamed (six
- * processes). In a streaming call a float64 source's round-to-odd step is told to prefetch (so
- * not into float8; it does where the CPU's choice says so, mxp__avx512_prefetch; on Zen 4 the
- * prefetch cost 8-17%). AMD Zen 4, avx512,
- * 2^26 elements, a harness timing both builds alternately in one process (medians of 9-25 calls;
- * the composed paths' times also move by up to 1.5x from one process to the next), before /
- * after: e5m2 -> bfloat16 0.243 / 0.165 ns/element, bfloat16 ->
- * float16 0.63x (median of eight processes), float64 -> float16 0.83-0.88x (four), float64 ->
- * bfloat16 0.89-1.00x (bench/RESULTS.md, session 26). On x86 float8 -> float16 / bfloat16,
- * bfloat16 <-> float16 nearest-even, float16 / bfloat16 -> float8 nearest-even, e4m3fn <->
- * e5m2 nearest-even and stochastic rounding from float16 / bfloat16 no longer come here
- * (mxp__cvt_register_avx2_pairs / _avx512_pairs; session 27); what does on x86: float64 ->
- * narrow nearest-even, narrow -> float64, and stochastic rounding between the two float8s (a
- * direct loop lost to this path there).
+ * processes). AMD Zen 4, avx512, 2^26 elements, a harness timing both builds alternately in one
+ * process (medians of 9-25 calls; the composed paths' times also move by up to 1.5x from one
+ * process to the next), before / after: e5m2 -> bfloat16 0.243 / 0.165 ns/element, bfloat16 ->
+ * float16 0.63x (median of eight processes) (bench/RESULTS.md, session 26). On x86 float8 ->
+ * float16 / bfloat16, bfloat16 <-> float16 nearest-even, float16 / bfloat16 -> float8
+ * nearest-even, e4m3fn <-> e5m2 nearest-even and stochastic rounding from float16 / bfloat16 no
+ * longer come here (mxp__cvt_register_avx2_pairs / _avx512_pairs; session 27), nor, since
+ * session 28, narrow -> float64 (cvt_simd_impl.h's w64_loop: the same two steps in registers).
+ * What does on x86: stochastic rounding between the two float8s (a direct loop lost to this
+ * path there). On NEON: every pair between narrow formats and from them to float64.
  */
 #include <stdint.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,7 +45,6 @@
 enum { BLOCK = 2048 };
 
 static const mxp__kernels *tabs[MXP__ISA_COUNT];
-static mxp__f64_odd_fn odd_fns[MXP__ISA_COUNT];
 
 static const size_t dt_bytes[MXP_FLOAT_DTYPE_COUNT] = {8, 4, 2, 2, 1, 1};
 
@@ -69,8 +62,7 @@ static void via_f32(int isa, int d, int s, int mode, void *dst, const void *src,
     uint32_t tmp[BLOCK];
     for (size_t i = 0; i < n; i += BLOCK) {
         const size_t m = n - i < BLOCK ? n - i : BLOCK;
-        if (s == MXP_FLOAT64) odd_fns[isa](tmp, sp + ib * i, m, stream);
-        else k->cvt[MXP_FLOAT32][s][MXP__RNE](tmp, sp + ib * i, m, &exact);
+        k->cvt[MXP_FLOAT32][s][MXP__RNE](tmp, sp + ib * i, m, &exact);
         mxp__cvt_args ai = *a;
         ai.index0 = a->index0 + i;
         ai.stream = stream;
@@ -106,19 +98,14 @@ _Static_assert(MXP_FLOAT64 == 0 && MXP_FLOAT32 == 1 && MXP_FLOAT16 == 2 && MXP_B
                    MXP_FLOAT8_E4M3FN == 4 && MXP_FLOAT8_E5M2 == 5,
                "dtype ids of dt_bytes and the wrappers");
 
-void mxp__cvt_register_compose(mxp__kernels *k, mxp__f64_odd_fn odd)
+void mxp__cvt_register_compose(mxp__kernels *k)
 {
     const int isa = (int)k->isa;
     if (isa < 1 || isa > 3) return;
     tabs[isa] = k;
-    odd_fns[isa] = odd;
     for (int d = 0; d < MXP_FLOAT_DTYPE_COUNT; d++) {
         for (int s = 0; s < MXP_FLOAT_DTYPE_COUNT; s++) {
-            if (d == s || d == MXP_FLOAT32 || s == MXP_FLOAT32) continue;
-            if (s == MXP_FLOAT64) {
-                if (odd) k->cvt[d][s][MXP__RNE] = wrappers[isa - 1][d][s][MXP__RNE];
-                continue;
-            }
+            if (d == s || d == MXP_FLOAT32 || s == MXP_FLOAT32 || s == MXP_FLOAT64) continue;
             k->cvt[d][s][MXP__RNE] = wrappers[isa - 1][d][s][MXP__RNE];
             k->cvt[d][s][MXP__SR] = wrappers[isa - 1][d][s][MXP__SR];
         }

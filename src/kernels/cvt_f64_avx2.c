@@ -1,13 +1,13 @@
 /*
  * cvt_f64_avx2.c - float64 <-> float32 with AVX (VCVTPD2PS / VCVTPS2PD), for the avx2 and
- * avx512 tables, and the float64 -> float32 round-to-odd step that cvt_compose.c puts in front
- * of the float32 -> narrow kernels.
+ * avx512 tables, stochastic rounding from float64, and why float64 -> narrow nearest-even can
+ * round to odd first (cvt_simd_impl.h's n64_loop, with the ISA files' f64_odd_ld).
  *
  * Unlike F16C, these instructions take their rounding and their subnormal handling from MXCSR
  * (RC, FTZ, DAZ), which belongs to the caller. So every kernel here sets MXCSR to what it needs
  * for the length of the call and puts the caller's value back before it returns:
  *   all exceptions masked (a caller that unmasked one must not get SIGFPE from us), FTZ and DAZ
- *   off, RC nearest-even (cvt_f32_f64) or toward zero (round-to-odd).
+ *   off, RC nearest-even.
  * Restoring the whole register also drops the exception flags the conversion raised, so a call
  * leaves the floating-point environment exactly as it found it, like the integer-only scalar
  * reference (cvt_scalar.c), whose results these equal bit for bit:
@@ -19,7 +19,7 @@
  *    becomes +-FLT_MAX.
  *  - float32 -> float64 with DAZ off is exact (subnormals normalised); NaN quieted, payload
  *    zero-filled below. saturate: +-inf -> +-DBL_MAX.
- *  - Round to odd (mxp__f64_to_f32_odd_avx2): truncate toward zero, then set the lowest bit
+ *  - Round to odd (f64_odd_ld in cvt_avx2.c / cvt_avx512.c): truncate toward zero, then set the lowest bit
  *    of every inexact result. A value rounded to odd with p >= q + 2 bits and then rounded to
  *    nearest-even with q bits gets the correctly rounded q-bit result (the odd bit stands for
  *    "something below", so ties and near-ties cannot be confused). float32 has 24 bits and the
@@ -120,64 +120,6 @@ ALWAYS_INLINE void f64_from_f32_8(unsigned char *d, const unsigned char *s, int 
 F64_KERNEL(cvt_f32_f64, 8, 4, f32_from_f64_8)
 /* float32 -> float64, exact (the RNE and SR entries) */
 F64_KERNEL(cvt_f64_f32, 4, 8, f64_from_f32_8)
-
-/* Round to odd, element by element (the tail): the scalar reference's float64 -> float32
- * toward zero would need its own mode, so this is done on the bits. */
-static uint32_t f64_to_f32_odd_one(uint64_t u)
-{
-    const uint32_t sign = (uint32_t)(u >> 63) << 31;
-    const uint64_t a = u & 0x7FFFFFFFFFFFFFFFull;
-    if (a > 0x7FF0000000000000ull) /* NaN: quiet, top 22 payload bits below the quiet bit */
-        return sign | 0x7FC00000u | (uint32_t)((a >> 29) & 0x3FFFFFu);
-    if (a == 0x7FF0000000000000ull) return sign | 0x7F800000u;
-    if (a == 0) return sign;
-    int e = (int)(a >> 52);
-    uint64_t m = a & 0xFFFFFFFFFFFFFull;
-    if (e == 0) e = 1; /* float64 subnormal: far below float32's range */
-    else m |= 1ull << 52;
-    /* value = m * 2^(e - 1075); float32 pattern = te << 23 | f, te = e - 1023 + 127 */
-    const int te = e - 896;
-    if (te >= 255) return sign | 0x7F7FFFFFu; /* toward zero stops at FLT_MAX, which is odd */
-    int shift = 29 + (te <= 0 ? 1 - te : 0);  /* bits of m dropped */
-    uint32_t bits;
-    uint64_t rest;
-    if (shift >= 64) {
-        bits = 0;
-        rest = m;
-    } else {
-        bits = (uint32_t)(m >> shift);
-        rest = m & ((1ull << shift) - 1u);
-        if (te > 0) bits += (uint32_t)(te - 1) << 23; /* implicit bit of m adds the last 1 */
-    }
-    return sign | bits | (rest != 0);
-}
-
-void mxp__f64_to_f32_odd_avx2(uint32_t *dst, const void *src, size_t n, int pf)
-{
-    const unsigned char *s = (const unsigned char *)src;
-    const unsigned old = _mm_getcsr();
-    _mm_setcsr(CSR_MASK_ALL | CSR_RC_ZERO);
-    const __m256i one = _mm256_set1_epi32(1);
-    size_t i = 0;
-    (void)pf; /* no prefetch measured on AVX2 yet */
-    for (; i + 8 <= n; i += 8) {
-        const __m256d x0 = _mm256_loadu_pd((const double *)(const void *)(s + 8 * i));
-        const __m256d x1 = _mm256_loadu_pd((const double *)(const void *)(s + 8 * i + 32));
-        const __m128 y0 = _mm256_cvtpd_ps(x0), y1 = _mm256_cvtpd_ps(x1);
-        /* inexact: the float32 read back differs (ordered compare: NaN lanes stay as they are) */
-        const __m256d ne0 = _mm256_cmp_pd(_mm256_cvtps_pd(y0), x0, _CMP_NEQ_OQ);
-        const __m256d ne1 = _mm256_cmp_pd(_mm256_cvtps_pd(y1), x1, _CMP_NEQ_OQ);
-        const __m256i y = _mm256_castps_si256(_mm256_set_m128(y1, y0));
-        _mm256_storeu_si256((__m256i *)(void *)(dst + i),
-                            _mm256_or_si256(y, _mm256_and_si256(pd_mask_to_ps(ne0, ne1), one)));
-    }
-    _mm_setcsr(old);
-    for (; i < n; i++) {
-        uint64_t u;
-        memcpy(&u, s + 8 * i, 8);
-        dst[i] = f64_to_f32_odd_one(u);
-    }
-}
 
 /*
  * Stochastic rounding from float64 (to float32, float16, bfloat16, e4m3fn, e5m2), integer-only

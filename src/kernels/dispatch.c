@@ -136,7 +136,7 @@ static void build(mxp__isa_id isa)
         mxp__cvt_register_f64_avx2(k);
         mxp__finite_register_avx2(k);
         mxp__qmm_register_avx2(k);
-        mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx2);
+        mxp__cvt_register_compose(k);
         mxp__cvt_register_avx2_pairs(k);
         mxp__cvt_register_avx2_f64(k); /* last: reads the float32 -> narrow entries */
         break;
@@ -150,7 +150,7 @@ static void build(mxp__isa_id isa)
 #elif defined(MXP_X86_CPUID)
         mxp__qmm_register_avx512(k, x86_detect().vnni);
 #endif
-        mxp__cvt_register_compose(k, mxp__f64_to_f32_odd_avx512);
+        mxp__cvt_register_compose(k);
         mxp__cvt_register_avx512_bf16_f8(k);
         mxp__cvt_register_avx512_pairs(k);
 #if defined(MXP_X86_CPUID) && !defined(MXP_AVX512_EMULATED)
@@ -166,7 +166,7 @@ static void build(mxp__isa_id isa)
     case MXP__ISA_NEON:
         mxp__cvt_register_neon(k);
         mxp__finite_register_neon(k);
-        mxp__cvt_register_compose(k, NULL);
+        mxp__cvt_register_compose(k);
         break;
 #endif
     default: break;

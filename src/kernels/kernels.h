@@ -173,25 +173,19 @@ static inline void mxp__fenv_leave(unsigned csr) { (void)csr; }
 void mxp__cvt_register_scalar(mxp__kernels *k);
 void mxp__finite_register_scalar(mxp__kernels *k);
 void mxp__qmm_register_scalar(mxp__kernels *k);
-/* float64 -> float32 rounded to odd (toward zero, lowest bit set when inexact), n elements,
- * src any alignment; pf: prefetch the source ahead (a call large enough to stream); see
- * cvt_f64_avx2.c. */
-typedef void (*mxp__f64_odd_fn)(uint32_t *dst, const void *src, size_t n, int pf);
-/* cvt_compose.c: the pairs between float64 / float16 / bfloat16 / float8 that k's ISA files left
- * scalar, composed from k's float32 kernels through a float32 block (exact); float64 sources
- * only when odd is not NULL. Call last, on a SIMD table (a scalar one is left unchanged). */
-void mxp__cvt_register_compose(mxp__kernels *k, mxp__f64_odd_fn odd);
+/* cvt_compose.c: the pairs between float16 / bfloat16 / float8, and from them to float64, that
+ * k's ISA files left scalar, composed from k's float32 kernels through a float32 block (exact).
+ * Call on a SIMD table (a scalar one is left unchanged), before the registrations that replace
+ * some of its entries. */
+void mxp__cvt_register_compose(mxp__kernels *k);
 #if defined(__x86_64__) || defined(_M_X64)
-/* cvt_f64_avx2.c (AVX): float64 <-> float32, and the round-to-odd step for cvt_compose.c */
+/* cvt_f64_avx2.c (AVX): float64 <-> float32, and stochastic rounding from float64 */
 void mxp__cvt_register_f64_avx2(mxp__kernels *k);
-void mxp__f64_to_f32_odd_avx2(uint32_t *dst, const void *src, size_t n, int pf);
 void mxp__cvt_register_avx2(mxp__kernels *k);
 void mxp__finite_register_avx2(mxp__kernels *k);
 void mxp__cvt_register_avx512(mxp__kernels *k);
 /* stochastic rounding from float64 on AVX-512 (cvt_avx512.c); after mxp__cvt_register_f64_avx2 */
 void mxp__cvt_register_f64_avx512(mxp__kernels *k);
-/* the round-to-odd step on AVX-512 (cvt_avx512.c), for the avx512 table's composed pairs */
-void mxp__f64_to_f32_odd_avx512(uint32_t *dst, const void *src, size_t n, int pf);
 /* avx512 table on a CPU with AVX512_BF16: float32 / float16 -> bfloat16 nearest-even by
  * VCVTNEPS2BF16; after mxp__cvt_register_compose */
 void mxp__cvt_register_avx512_bf16(mxp__kernels *k);
