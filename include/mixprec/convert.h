@@ -20,8 +20,9 @@
  *  - NaN payloads: a NaN result is the target's quiet NaN with the input's sign, carrying the
  *    top payload bits of the source (e4m3fn: always 0x7F / 0xFF); identity pairs copy bits.
  * Every ISA path gives bit-identical results. MIXPREC_ISA=scalar|avx2|avx512|neon forces a path.
- * Every pair is vectorised on a SIMD path: float32 <-> narrow by dedicated kernels, float64 <->
- * float32 by AVX on x86, the others composed exactly from those through float32.
+ * Every pair is vectorised on x86 (AVX2, AVX-512): float32 <-> narrow, float64 <-> every format
+ * and most pairs between narrow formats by dedicated kernels, the rest composed exactly through
+ * float32. On NEON: float32 <-> narrow, the narrow pairs composed, float64 scalar.
  * Floating-point environment: a conversion never traps, even with exceptions unmasked
  * (feenableexcept), and leaves the caller's MXCSR (x86) exactly as it found it: rounding mode,
  * flush-to-zero bits, masks and exception flags.
