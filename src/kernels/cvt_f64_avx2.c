@@ -40,17 +40,8 @@
 #include "nt_store.h"
 
 #define CSR_MASK_ALL 0x1F80u /* exception masks, bits 7-12 */
-#define CSR_RC_ZERO 0x6000u  /* bits 13-14 = 11: toward zero; 00: nearest-even */
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-ALWAYS_INLINE __m256i pd_mask_to_ps(__m256d m0, __m256d m1)
-{
-    /* two 4-lane qword masks -> one 8-lane dword mask, in element order:
-     * shuffle_ps picks dwords 0 and 2 of each lane: [m0 e0 e1, m1 e4 e5 | m0 e2 e3, m1 e6 e7] */
-    const __m256 s = _mm256_shuffle_ps(_mm256_castpd_ps(m0), _mm256_castpd_ps(m1), 0x88);
-    return _mm256_permute4x64_epi64(_mm256_castps_si256(s), 0xD8);
-}
 
 /* 8 float64 at p (any alignment) -> 8 float32, rounded as MXCSR says. */
 ALWAYS_INLINE __m256 cvt8_pd_ps(const unsigned char *p)
