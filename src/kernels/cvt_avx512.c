@@ -1460,14 +1460,18 @@ PRIM __m512i sr_f64z_general(__m512i u, __m512i r, const f64z t, int sat)
 }
 
 /* the fast path (cvt_f64_avx2.c's sr_f64_4_fast) for lanes with lo64 <= a <= hi64, and +-0 for
- * lanes with a == 0 (nz clear) */
+ * lanes with a == 0 (nz clear). The sign: u >> (64 - bits) has it at bit bits - 1 (and, for a
+ * nonzero lane, exponent bits below it, which the AND with that bit drops): one VPTERNLOGQ,
+ * masked by nz, gives q | sign for the other lanes and keeps the shifted +-0, which is its sign
+ * alone. */
 PRIM __m512i sr_f64z_fast(__m512i u, __m512i a, __mmask8 nz, __m512i r, const f64z t)
 {
     const int D = 52 - t.m;
     const __m512i rr = D >= 32 ? _mm512_slli_epi64(r, D - 32) : _mm512_srli_epi64(r, 32 - D);
     const __m512i q = _mm512_srli_epi64(
         _mm512_add_epi64(_mm512_sub_epi64(a, Q1((long long)(1023 - t.bias) << 52)), rr), D);
-    return _mm512_or_si512(_mm512_maskz_mov_epi64(nz, q), _mm512_slli_epi64(_mm512_srli_epi64(u, 63), t.bits - 1));
+    const __m512i sg = _mm512_srli_epi64(u, (unsigned)(64 - t.bits));
+    return _mm512_mask_ternarylogic_epi64(sg, nz, q, Q1(1ull << (t.bits - 1)), 0xEC); /* q | (sg & bit) */
 }
 
 /* the low dwords of q0 then q1 (values < 2^32) as 16 elements of t.bits at d; nt: streaming
