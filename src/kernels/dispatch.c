@@ -265,9 +265,11 @@ static void build(mxp__isa_id isa)
  * and keep the avx2 kernel (bf16->f32, a tie on both CPUs at 2^26, keeps the avx512 kernel it
  * always had). Intel AVX-512 parts have not been measured.
  * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
- * table) and edit the rows below. The composed pairs (cvt_compose.c:
- * f16->bf16, bf16->e4m3fn, ...) run the table's float32 entries on 2048-element blocks, so they
- * follow the "small" choices.
+ * table) and edit the rows below. The composed pairs (cvt_compose.c; on x86 only stochastic
+ * rounding between the two float8 formats since session 28) run the table's float32 entries on
+ * 2048-element blocks, so they follow the "small" choices; the composed blocks of the float64 ->
+ * narrow kernels (cvt_simd_impl.h's n64_loop, steps their fast path cannot take) run the
+ * float32 entries registered before these choices are applied, i.e. the ISA's own.
  * Only the avx512 table mixes; the other tables are their ISA's own kernels.
  */
 #if defined(__x86_64__)
