@@ -602,7 +602,9 @@ PRIM V f64_odd_ld(const unsigned char *p, int full)
         const __m256 lo = _mm256_shuffle_ps(_mm256_castpd_ps(x0), _mm256_castpd_ps(x1), 0x88);
         const V l = _mm256_and_si256(_mm256_permute4x64_epi64(_mm256_castps_si256(lo), 0xD8),
                                      _mm256_set1_epi32(0x1FFFFFFF));
-        odd = _mm256_min_epu32(l, _mm256_set1_epi32(1));
+        V one = _mm256_set1_epi32(1);
+        MXP_SIMD_PIN(one); /* opaque: clang made the VPMINUD a compare and a shift */
+        odd = _mm256_min_epu32(l, one);
     }
     return _mm256_or_si256(y, odd);
 }
