@@ -1538,7 +1538,10 @@ PRIM void sr_f64z_run(unsigned char *d, const unsigned char *s, size_t i, size_t
             const __m512i u1 = _mm512_loadu_si512((const void *)(s + 8 * i + 64));
             if (nt) _mm_prefetch((const char *)(s + 8 * i + F64Z_PREFETCH + 64), _MM_HINT_T0);
             const __m512i a0 = _mm512_and_si512(u0, absm), a1 = _mm512_and_si512(u1, absm);
-            const __mmask8 nz0 = _mm512_test_epi64_mask(a0, a0), nz1 = _mm512_test_epi64_mask(a1, a1);
+            __mmask8 nz0 = _mm512_test_epi64_mask(a0, a0), nz1 = _mm512_test_epi64_mask(a1, a1);
+#ifdef MXP_SIMD_PIN
+            __asm__("" : "+k"(nz0), "+k"(nz1)); /* kept in mask registers: clang tested again */
+#endif
             const __mmask8 bad0 = _mm512_mask_cmpgt_epi64_mask(nz0, olim, _mm512_add_epi64(a0, oadd));
             const __mmask8 bad1 = _mm512_mask_cmpgt_epi64_mask(nz1, olim, _mm512_add_epi64(a1, oadd));
             if ((bad0 | bad1) != 0) break;
