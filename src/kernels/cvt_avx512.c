@@ -888,9 +888,11 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 
 /* float64 <-> narrow without a float32 block (cvt_simd_impl.h's n64_loop / w64_loop): 16 float64
  * -> 16 float32 rounded to odd (VCVTPD2PS toward zero by its embedded rounding, then the lowest
- * bit set where VCVTPS2PD reads back another value: inexact; an unordered compare is false, so a
- * NaN lane keeps its quiet NaN; the frame sets MXCSR's FTZ and DAZ off), and 16 float32 -> 16
- * float64 (exact with DAZ off; sat: +-inf -> +-DBL_MAX, the pattern below it). */
+ * bit set where the conversion was inexact: full, where VCVTPS2PD reads back another value (an
+ * unordered compare is false, so a NaN lane keeps its quiet NaN); else where the 29 dropped
+ * mantissa bits are not all zero, cvt_avx2.c's test and its limits; the frame sets MXCSR's FTZ
+ * and DAZ off), and 16 float32 -> 16 float64 (exact with DAZ off; sat: +-inf -> +-DBL_MAX, the
+ * pattern below it). */
 #define MXP_SIMD_F64 1
 #define MXP_SIMD_F64_CSR 0x1F80u /* every exception masked, nearest-even, FTZ and DAZ off */
 PRIM V f64_odd_ld(const unsigned char *p, int full)

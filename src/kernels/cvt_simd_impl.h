@@ -147,8 +147,9 @@
  * run-time flags instead of four constant-folded copies: the emulated-AVX-512 test build, whose
  * compile time grows with code size), MXP_SIMD_F16_F8 (it defines f16_f8_run after including
  * this header, for float16 and, where its step takes it, bfloat16 sources: f16_f8_loop and
- * SIMD_F16_F8 below),
- * MXP_SIMD_PIN(v) (an empty asm that makes the vector v opaque, so that the
+ * SIMD_F16_F8 below), MXP_SIMD_F64 with f64_odd_ld, f64_st and MXP_SIMD_F64_CSR (float64 <->
+ * narrow: n64_loop / w64_loop at the end, which say what they do; optionally MXP_SIMD_F64_F16
+ * with f64_st_f16), MXP_SIMD_PIN(v) (an empty asm that makes the vector v opaque, so that the
  * compiler keeps a hoisted constant in a register instead of rebuilding it in a loop),
  * MXP_SIMD_NT_STORE32(p, x) (a streaming store, p aligned to the vector size),
  * st16x2_nt / st8x2_nt (as st16x2 / st8x2, p aligned to 4*VL / 2*VL bytes), with
@@ -1895,10 +1896,12 @@ static void simd_register_to16(mxp__kernels *k)
 #if defined(MXP_SIMD_F64) && defined(MXP_SIMD_F16_F8)
 /*
  * float64 <-> float16 / bfloat16 / float8 without cvt_compose.c's float32 block, on x86. The ISA
- * file gives f64_odd_ld (VL float64 -> VL float32 bits rounded to odd) and f64_st (VL float32
- * bits -> VL float64 at p, exact; sat: +-inf -> +-DBL_MAX), and MXP_SIMD_F64_CSR, the MXCSR value
- * they need (every exception masked, FTZ and DAZ off; AVX2's odd step also toward zero), set for
- * the call and given back whole (flags included) at its end.
+ * file gives f64_odd_ld(p, full) (VL float64 -> VL float32 bits rounded to odd; full = 0: the odd
+ * bit from the 29 dropped mantissa bits, exact wherever the float32 is normal; full = 1: from
+ * reading the float32 back, exact everywhere), f64_st (VL float32 bits -> VL float64 at p, exact;
+ * sat: +-inf -> +-DBL_MAX), and MXP_SIMD_F64_CSR, the MXCSR value they need (every exception
+ * masked, FTZ and DAZ off; AVX2's odd step also toward zero), set for the call and given back
+ * whole (flags included) at its end.
  *  - narrow -> float64 (w64_loop): widen_one, then f64_st: the composed path's two exact steps in
  *    registers.
  *  - float64 -> narrow nearest-even (n64_loop): round to odd, then the float32 step in registers
@@ -1916,6 +1919,12 @@ static void simd_register_to16(mxp__kernels *k)
 enum { F64_CH = 1024 };
 static mxp__cvt_fn n64_fb[MXP_FLOAT_DTYPE_COUNT];
 
+/* lanes holding a float32 subnormal (1 <= |x| <= 0x007FFFFF as bits: |x| - 1 below 0x007FFFFF) */
+static SIMD_INLINE M f32_sub(V x)
+{
+    return m_gtu(v_set1(0x007FFFFFu), v_sub(v_and(x, v_set1(0x7FFFFFFFu)), v_set1(1u)));
+}
+
 /* 4*VL float32 (rounded to odd from float64) -> t at p, nearest-even; false: nothing stored */
 static SIMD_INLINE bool n64_step(unsigned char *p, V x0, V x1, V x2, V x3, const sfmt t, const fastc c, V bk,
                                  int sat, int nt)
@@ -1928,10 +1937,7 @@ static SIMD_INLINE bool n64_step(unsigned char *p, V x0, V x1, V x2, V x3, const
     if (t.bias == 127) {
         /* f64_odd_ld's odd bit is exact from 2^-126 up; below, a result in bfloat16's
          * subnormal range (a float32 subnormal) takes the composed path (+-0 is right) */
-        const V absm = v_set1(0x7FFFFFFFu), one = v_set1(1u), top = v_set1(0x007FFFFFu);
-        if (m_any(m_or(m_or(m_gtu(top, v_sub(v_and(x0, absm), one)), m_gtu(top, v_sub(v_and(x1, absm), one))),
-                       m_or(m_gtu(top, v_sub(v_and(x2, absm), one)), m_gtu(top, v_sub(v_and(x3, absm), one))))))
-            return false;
+        if (m_any(m_or(m_or(f32_sub(x0), f32_sub(x1)), m_or(f32_sub(x2), f32_sub(x3))))) return false;
 #ifdef MXP_SIMD_BF16_HW
         if (t.hw) { /* VCVTNEPS2BF16: its NaN rule is the reference's */
             st16_words(p, CVTNEPS2BF16(x0), CVTNEPS2BF16(x1), 0x7F80, sat, nt);
