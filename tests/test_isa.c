@@ -290,8 +290,8 @@ static void run_isa(mxp__isa_id isa)
 
 /* The SIMD tables the data tests below check: every available ISA's that this program checks
  * (its own kernels, and the entries of the table as dispatched that differ from them: built in
- * scratch[isa]), plus (emulated programs) the avx512 table with its AVX512_BF16 kernel, built in
- * scratch[0]. */
+ * scratch[isa]), plus (emulated programs) the avx512 table with its AVX512_BF16 and AVX512_VBMI
+ * kernels, built in scratch[0]. */
 static int tables_to_check(const mxp__kernels *out[2 * MXP__ISA_COUNT + 1],
                            mxp__kernels scratch[MXP__ISA_COUNT + 1])
 {
@@ -303,7 +303,7 @@ static int tables_to_check(const mxp__kernels *out[2 * MXP__ISA_COUNT + 1],
         if (dispatched_diff((mxp__isa_id)isa, &scratch[isa])) out[n++] = &scratch[isa];
     }
 #ifdef MXP_EMU512
-    if (tu_avx512_bf16_table(&scratch[0])) out[n++] = &scratch[0];
+    if (tu_avx512_ext_table(&scratch[0])) out[n++] = &scratch[0];
 #endif
     return n;
 }
@@ -736,17 +736,25 @@ static void test_neon(void **state)
     run_isa(MXP__ISA_NEON);
 }
 
-/* The avx512 table with the AVX512_BF16 kernel (float32 -> bfloat16 nearest-even by
- * VCVTNEPS2BF16 plus the subnormal fix-up), which dispatch.c registers only on CPUs that have
- * the instruction. The emulated programs always check it (the instruction is emulated from the
- * SDM's description, subnormal flush included); the native program on a CPU with AVX512_BF16
- * checks it through test_avx512 already (the table in use has it). */
+/* The avx512 table with the kernels of its optional instruction sets, which dispatch.c registers
+ * only on CPUs that have them: AVX512_BF16 (float32 -> bfloat16 nearest-even by VCVTNEPS2BF16
+ * plus the subnormal fix-up) and AVX512_VBMI (the float8 byte-table kernels: all seven of them
+ * must be there). The emulated programs always check it (the instructions are emulated from the
+ * SDM's description, the subnormal flush included); the native program on a CPU with the
+ * instruction sets checks them through test_avx512 already (the table in use has them). */
 static void test_avx512_bf16(void **state)
 {
     (void)state;
 #ifdef MXP_EMU512
     mxp__kernels t;
-    assert_true(tu_avx512_bf16_table(&t));
+    assert_true(tu_avx512_ext_table(&t));
+    const mxp__kernels *own = mxp__kernels_own(MXP__ISA_AVX512);
+    static const int vbmi[7][2] = {{MXP_FLOAT32, MXP_FLOAT8_E4M3FN},     {MXP_FLOAT64, MXP_FLOAT8_E4M3FN},
+                                   {MXP_FLOAT16, MXP_FLOAT8_E4M3FN},     {MXP_BFLOAT16, MXP_FLOAT8_E4M3FN},
+                                   {MXP_BFLOAT16, MXP_FLOAT8_E5M2},      {MXP_FLOAT8_E5M2, MXP_FLOAT8_E4M3FN},
+                                   {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2}};
+    for (int e = 0; e < 7; e++)
+        assert_ptr_not_equal(t.cvt[vbmi[e][0]][vbmi[e][1]][MXP__RNE], own->cvt[vbmi[e][0]][vbmi[e][1]][MXP__RNE]);
     assert_true(check_table(&t) >= 16);
 #ifdef HAVE_MXCSR
     const unsigned old = get_csr();

@@ -313,7 +313,7 @@ static void test_avx512_bf16(void **state)
     (void)state;
 #ifdef MXP_EMU512
     mxp__kernels t;
-    assert_true(tu_avx512_bf16_table(&t));
+    assert_true(tu_avx512_ext_table(&t));
     sweep_f32(&t, MXP_BFLOAT16, MXP__RNE, false, 1);
     sweep_f32(&t, MXP_BFLOAT16, MXP__RNE, true, 1);
 #else

@@ -145,17 +145,20 @@ static inline const char *tu_isa_unchecked(mxp__isa_id isa)
 static inline bool tu_isa_checked(mxp__isa_id isa) { return tu_isa_unchecked(isa) == NULL; }
 
 #ifdef MXP_EMU512
-/* The avx512 table (its own kernels) with its AVX512_BF16 kernels (which dispatch.c registers only on CPUs
- * with the instruction), built in *t; false when there is no avx512 table. */
-static inline bool tu_avx512_bf16_table(mxp__kernels *t)
+/* The avx512 table (its own kernels) with the kernels of its optional instruction sets, which
+ * dispatch.c registers only on CPUs that have them: AVX512_BF16 and AVX512_VBMI (the emulated
+ * library's own table has neither), built in *t; false when there is no avx512 table. */
+static inline bool tu_avx512_ext_table(mxp__kernels *t)
 {
     const mxp__kernels *k = mxp__kernels_own(MXP__ISA_AVX512);
     if (!k) return false;
     *t = *k;
     mxp__cvt_register_avx512_bf16(t);
     mxp__cvt_register_avx512_f64(t, true); /* float64 -> bfloat16 through VCVTNEPS2BF16 too */
-    t->name = "avx512+bf16";
-    return t->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE] != k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE];
+    mxp__cvt_register_avx512_vbmi(t);      /* float8 sources by byte tables */
+    t->name = "avx512+bf16+vbmi";
+    return t->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE] != k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE] &&
+           t->cvt[MXP_FLOAT32][MXP_FLOAT8_E4M3FN][MXP__RNE] != k->cvt[MXP_FLOAT32][MXP_FLOAT8_E4M3FN][MXP__RNE];
 }
 #endif
 #endif

@@ -11,7 +11,9 @@
  * The avx512 table needs nothing beyond F/BW/VL/DQ, so Skylake-X, Zen 4 and Sapphire Rapids all
  * take it; on a CPU that also has AVX512_BF16 (Zen 4, Cooper Lake, Sapphire Rapids) its float32
  * and float16 -> bfloat16 nearest-even entries are VCVTNEPS2BF16 kernels
- * (mxp__cvt_register_avx512_bf16).
+ * (mxp__cvt_register_avx512_bf16); on one with AVX512_VBMI (Zen 4, Zen 5, Ice Lake and later)
+ * the float8 decodes and e4m3fn <-> e5m2 nearest-even are byte-table kernels
+ * (mxp__cvt_register_avx512_vbmi).
  * The int8 matmul's avx512 kernels use VPDPBUSD where cpuid reports AVX512_VNNI (x86_detect),
  * AVX-512BW VPMADDWD otherwise (qmatmul_avx512.c). No kernel uses AVX512_FP16. A BF16/FP16
  * kernel is registered only when x86_detect says the CPU has the extension, never required for
@@ -56,6 +58,7 @@ typedef struct x86_features {
     bool avx2, avx512;  /* what the two paths require, OS support included */
     bool bf16, fp16;    /* AVX512_BF16 (one extra kernel) / AVX512_FP16 (informational) */
     bool vnni;          /* AVX512_VNNI (int8 matmul kernels) */
+    bool vbmi;          /* AVX512_VBMI (float8 byte-table kernels) */
     bool half_width;    /* AMD family 19h (Zen 4): 512-bit operations on 256-bit units */
     bool amd_1a;        /* AMD family 1Ah or later (Zen 5) */
 } x86_features;
@@ -69,7 +72,7 @@ static uint64_t xgetbv0(void)
 
 static x86_features x86_detect(void)
 {
-    x86_features f = {false, false, false, false, false, false, false};
+    x86_features f = {false, false, false, false, false, false, false, false};
     unsigned a, b, c, d;
     if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
     const bool amd = b == 0x68747541u && d == 0x69746E65u && c == 0x444D4163u; /* "AuthenticAMD" */
@@ -88,6 +91,7 @@ static x86_features x86_detect(void)
                avx512bw = (b >> 30) & 1u, avx512vl = (b >> 31) & 1u;
     f.fp16 = (d >> 23) & 1u;
     f.vnni = (c >> 11) & 1u;
+    f.vbmi = (c >> 1) & 1u;
     const unsigned max_sub = a;
     if (max_sub >= 1) {
         __cpuid_count(7, 1, a, b, c, d);
@@ -98,6 +102,7 @@ static x86_features x86_detect(void)
     f.bf16 = f.bf16 && f.avx512;
     f.fp16 = f.fp16 && f.avx512;
     f.vnni = f.vnni && f.avx512;
+    f.vbmi = f.vbmi && f.avx512;
     return f;
 }
 #endif
@@ -157,6 +162,7 @@ static void build(mxp__isa_id isa)
         /* after the composed pairs: its float16 -> bfloat16 entry replaces one of them */
         if (x86_detect().bf16) mxp__cvt_register_avx512_bf16(k);
         mxp__cvt_register_avx512_f64(k, x86_detect().bf16); /* last: reads the float32 -> narrow entries */
+        if (x86_detect().vbmi) mxp__cvt_register_avx512_vbmi(k); /* float8 sources by byte tables */
 #else
         mxp__cvt_register_avx512_f64(k, false);
 #endif
