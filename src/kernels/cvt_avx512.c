@@ -1653,7 +1653,8 @@ void mxp__cvt_register_f64_avx512(mxp__kernels *k)
  * multiply for e4m3fn -> float32; the byte rules of f8z_loop). The tables are filled at
  * registration from the scalar reference's results for all 256 bytes, and a conversion is
  * registered only if those results have the shape above (so its kernel can only be wrong in
- * the lookup, which the tests check on every byte: test_isa's test_narrow_sources). Widenings
+ * the lookup, which the tests check on every byte: test_isa's test_narrow_sources); e5m2 ->
+ * float64 has it only without saturation and passes saturating calls to its previous kernel. Widenings
  * are exact, so their stochastic entry is the same kernel; e4m3fn <-> e5m2 rounds, and only
  * its nearest-even entry is here.
  */
@@ -1667,10 +1668,14 @@ enum {
     F8V_E4M3_F64,
     F8V_E4M3_F16,
     F8V_E4M3_BF16,
-    F8V_E5M2_BF16, /* then its saturating table */
+    F8V_E5M2_BF16, /* then its saturating table (and so on below) */
     F8V_E5M2_BF16_SAT,
+    F8V_E5M2_F16,
+    F8V_E5M2_F16_SAT,
+    F8V_E5M2_F64,
+    F8V_E5M2_F64_SAT,
     F8V_E4M3_E5M2,
-    F8V_E5M2_E4M3, /* then its saturating table */
+    F8V_E5M2_E4M3,
     F8V_E5M2_E4M3_SAT,
     F8V_N
 };
@@ -1680,10 +1685,16 @@ static const struct {
 } f8v_kinds[F8V_N] = {{MXP_FLOAT32, MXP_FLOAT8_E4M3FN, false},      {MXP_FLOAT64, MXP_FLOAT8_E4M3FN, false},
                       {MXP_FLOAT16, MXP_FLOAT8_E4M3FN, false},      {MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, false},
                       {MXP_BFLOAT16, MXP_FLOAT8_E5M2, false},       {MXP_BFLOAT16, MXP_FLOAT8_E5M2, true},
+                      {MXP_FLOAT16, MXP_FLOAT8_E5M2, false},        {MXP_FLOAT16, MXP_FLOAT8_E5M2, true},
+                      {MXP_FLOAT64, MXP_FLOAT8_E5M2, false},        {MXP_FLOAT64, MXP_FLOAT8_E5M2, true},
                       {MXP_FLOAT8_E5M2, MXP_FLOAT8_E4M3FN, false},  {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2, false},
                       {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2, true}};
 /* [kind][0]: the result's top byte for magnitudes 0 .. 127 (sign clear); [1]: the byte below */
 static _Alignas(64) unsigned char f8v_tab[F8V_N][2][128];
+/* A kind whose saturating results do not have that shape (e5m2 -> float64: +-inf becomes +-max,
+ * whose low bytes are ones) keeps its previous kernel for saturating calls: f8v_prev[kind] */
+static bool f8v_sat_ok[F8V_N];
+static mxp__cvt_fn f8v_prev[F8V_N];
 /* The order of the source bytes that makes the unpacks of f8v_run store the results in order,
  * for 2, 4 and 8-byte results ([0], [1], [2]): VPERMB indices. The unpacks work within 128-bit
  * lanes: output vector k (of ob) gets, in lane L, the permuted bytes 16 L + (16 / ob) k + t
@@ -1774,7 +1785,12 @@ MXP_VBMI_FN PRIM void f8v_loop(void *dst, const void *src, size_t n, const mxp__
     const unsigned char *s = (const unsigned char *)src;
     const mxp_dtype to = f8v_kinds[kind].to, from = f8v_kinds[kind].from;
     /* the saturating table follows the kinds that have one */
-    const int kk = kind + (a->saturate && kind + 1 < F8V_N && f8v_kinds[kind + 1].sat);
+    const bool has_sat = kind + 1 < F8V_N && f8v_kinds[kind + 1].sat;
+    if (a->saturate && has_sat && !f8v_sat_ok[kind]) {
+        f8v_prev[kind](dst, src, n, a);
+        return;
+    }
+    const int kk = kind + (a->saturate && has_sat);
     int nt;
     size_t i = pair_head(d, s, n, a, to, from, 1, (size_t)ob, 64, &nt); /* streaming: 64-byte stores */
     const unsigned char *tab = f8v_tab[kk][0]; /* then f8v_tab[kk][1] */
@@ -1791,6 +1807,8 @@ F8V(cvt_f64_e4m3_vbmi__avx512, F8V_E4M3_F64, 8)
 F8V(cvt_f16_e4m3_vbmi__avx512, F8V_E4M3_F16, 2)
 F8V(cvt_bf16_e4m3_vbmi__avx512, F8V_E4M3_BF16, 2)
 F8V(cvt_bf16_e5m2_vbmi__avx512, F8V_E5M2_BF16, 2)
+F8V(cvt_f16_e5m2_vbmi__avx512, F8V_E5M2_F16, 2)
+F8V(cvt_f64_e5m2_vbmi__avx512, F8V_E5M2_F64, 8)
 F8V(cvt_e5m2_e4m3_vbmi__avx512, F8V_E4M3_E5M2, 1)
 F8V(cvt_e4m3_e5m2_vbmi__avx512, F8V_E5M2_E4M3, 1)
 void mxp__cvt_register_avx512_vbmi(mxp__kernels *k)
@@ -1800,7 +1818,8 @@ void mxp__cvt_register_avx512_vbmi(mxp__kernels *k)
         mxp__cvt_fn fn;
     } ents[] = {{F8V_E4M3_F32, cvt_f32_e4m3_vbmi__avx512},   {F8V_E4M3_F64, cvt_f64_e4m3_vbmi__avx512},
                 {F8V_E4M3_F16, cvt_f16_e4m3_vbmi__avx512},   {F8V_E4M3_BF16, cvt_bf16_e4m3_vbmi__avx512},
-                {F8V_E5M2_BF16, cvt_bf16_e5m2_vbmi__avx512}, {F8V_E4M3_E5M2, cvt_e5m2_e4m3_vbmi__avx512},
+                {F8V_E5M2_BF16, cvt_bf16_e5m2_vbmi__avx512}, {F8V_E5M2_F16, cvt_f16_e5m2_vbmi__avx512},
+                {F8V_E5M2_F64, cvt_f64_e5m2_vbmi__avx512},   {F8V_E4M3_E5M2, cvt_e5m2_e4m3_vbmi__avx512},
                 {F8V_E5M2_E4M3, cvt_e4m3_e5m2_vbmi__avx512}};
     static mxp__kernels ref; /* as in mxp__cvt_register_avx512_pairs */
     mxp__cvt_register_scalar(&ref);
@@ -1808,8 +1827,13 @@ void mxp__cvt_register_avx512_vbmi(mxp__kernels *k)
     for (size_t e = 0; e < sizeof ents / sizeof ents[0]; e++) {
         const int kind = ents[e].kind;
         const bool has_sat = kind + 1 < F8V_N && f8v_kinds[kind + 1].sat;
-        if (!f8v_fill(&ref, kind) || (has_sat && !f8v_fill(&ref, kind + 1))) continue;
+        if (!f8v_fill(&ref, kind)) continue;
         const mxp_dtype to = f8v_kinds[kind].to, from = f8v_kinds[kind].from;
+        f8v_sat_ok[kind] = has_sat && f8v_fill(&ref, kind + 1);
+        /* the same function whichever table registers (the avx512 table's own kernel); never
+         * this kernel itself, should a table be registered twice */
+        if (has_sat && !f8v_sat_ok[kind] && k->cvt[to][from][MXP__RNE] != ents[e].fn)
+            f8v_prev[kind] = k->cvt[to][from][MXP__RNE];
         k->cvt[to][from][MXP__RNE] = ents[e].fn;
         if (mxp_dtype_size(to) > 1) k->cvt[to][from][MXP__SR] = ents[e].fn; /* exact */
     }
