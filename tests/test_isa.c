@@ -738,7 +738,7 @@ static void test_neon(void **state)
 
 /* The avx512 table with the kernels of its optional instruction sets, which dispatch.c registers
  * only on CPUs that have them: AVX512_BF16 (float32 -> bfloat16 nearest-even by VCVTNEPS2BF16
- * plus the subnormal fix-up) and AVX512_VBMI (the float8 byte-table kernels: all nine of them
+ * plus the subnormal fix-up) and AVX512_VBMI (the float8 byte-table kernels: all eleven of them
  * must be there). The emulated programs always check it (the instructions are emulated from the
  * SDM's description, the subnormal flush included); the native program on a CPU with the
  * instruction sets checks them through test_avx512 already (the table in use has them). */
@@ -756,6 +756,11 @@ static void test_avx512_bf16(void **state)
                                    {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2}};
     for (int e = 0; e < 9; e++)
         assert_ptr_not_equal(t.cvt[vbmi[e][0]][vbmi[e][1]][MXP__RNE], own->cvt[vbmi[e][0]][vbmi[e][1]][MXP__RNE]);
+    /* and stochastic rounding between the two float8 formats */
+    assert_ptr_not_equal(t.cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR],
+                         own->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR]);
+    assert_ptr_not_equal(t.cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__SR],
+                         own->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__SR]);
     assert_true(check_table(&t) >= 16);
 #ifdef HAVE_MXCSR
     const unsigned old = get_csr();

@@ -1655,8 +1655,8 @@ void mxp__cvt_register_f64_avx512(mxp__kernels *k)
  * registered only if those results have the shape above (so its kernel can only be wrong in
  * the lookup, which the tests check on every byte: test_isa's test_narrow_sources); e5m2 ->
  * float64 has it only without saturation and passes saturating calls to its previous kernel. Widenings
- * are exact, so their stochastic entry is the same kernel; e4m3fn <-> e5m2 rounds, and only
- * its nearest-even entry is here.
+ * are exact, so their stochastic entry is the same kernel; e4m3fn <-> e5m2 rounds, and its
+ * stochastic entries are f8s_loop below.
  */
 #ifdef MXP_AVX512_EMULATED
 #define MXP_VBMI_FN
@@ -1811,6 +1811,157 @@ F8V(cvt_f16_e5m2_vbmi__avx512, F8V_E5M2_F16, 2)
 F8V(cvt_f64_e5m2_vbmi__avx512, F8V_E5M2_F64, 8)
 F8V(cvt_e5m2_e4m3_vbmi__avx512, F8V_E4M3_E5M2, 1)
 F8V(cvt_e4m3_e5m2_vbmi__avx512, F8V_E5M2_E4M3, 1)
+
+/*
+ * Stochastic rounding between the two float8 formats by byte tables (AVX512_VBMI; it was the
+ * composed path, cvt_compose.c). Either way at most 7 bits are dropped (e4m3fn -> e5m2: one;
+ * e5m2 -> e4m3fn: none where e4m3fn is normal, up to 7 below 2^-6), so the dropped part of a
+ * magnitude m, as a fraction of the step between its two neighbours, is F / 256 with an integer
+ * F < 256, and kernels.h's rule "up iff F * 2^24 + r >= 2^32" is "up iff r >> 24 > 255 - F":
+ * only the random word's top byte counts. Two tables per direction and saturation: [0] the code
+ * toward zero (for NaN, infinity and magnitudes beyond the target's range, which never round
+ * stochastically, the reference's result), [1] 255 - F. Per 64 elements: the 64 words (the fast
+ * paths' hash, sr_words_hi, whose top bits are final), their top bytes gathered by two VPERMT2B,
+ * two VPERMI2B lookups, one compare, a masked add of 1 (the next code up) and the sign. The
+ * tables are derived from the reference's values and checked at registration against the
+ * reference on 4096 elements (f8s_fill); a direction is registered only if both agree.
+ */
+enum { F8S_E4M3_E5M2, F8S_E5M2_E4M3, F8S_E5M2_E4M3_SAT, F8S_N };
+static _Alignas(64) unsigned char f8s_tab[F8S_N][2][128];
+/* VPERMT2B indices: the top bytes of two vectors of 16 words, in order, in bytes 0 .. 31 */
+static _Alignas(64) unsigned char f8s_itop[64];
+
+/* the value of every code of format dt (NaN for its NaNs), from the reference's float64 decode */
+static void f8s_values(const mxp__kernels *ref, mxp_dtype dt, double v[256])
+{
+    unsigned char in[256];
+    for (int b = 0; b < 256; b++) in[b] = (unsigned char)b;
+    const mxp__cvt_args a = {false, 0, 0, false};
+    ref->cvt[MXP_FLOAT64][dt][MXP__RNE](v, in, 256, &a);
+}
+static bool f8s_fill(const mxp__kernels *ref, int kind)
+{
+    const mxp_dtype to = kind == F8S_E4M3_E5M2 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
+    const mxp_dtype from = kind == F8S_E4M3_E5M2 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2;
+    const bool sat = kind == F8S_E5M2_E4M3_SAT;
+    double vs[256], vt[256];
+    f8s_values(ref, from, vs);
+    f8s_values(ref, to, vt);
+    unsigned char in[4096], rne[128], want[4096];
+    for (int b = 0; b < 128; b++) in[b] = (unsigned char)b;
+    const mxp__cvt_args a = {sat, 0x243F6A8885A308D3ull, 0xFFFFF000ull, false}; /* across 2^32 */
+    ref->cvt[to][from][MXP__RNE](rne, in, 128, &a);
+    double maxfin = 0;
+    for (int c = 0; c < 128; c++)
+        if (vt[c] == vt[c] && vt[c] < 1.0 / 0.0 && vt[c] > maxfin) maxfin = vt[c];
+    for (int m = 0; m < 128; m++) {
+        const double x = vs[m];
+        unsigned char dn = rne[m], g = 255;
+        if (x == x && x <= maxfin) {
+            int lo = 0; /* the largest code <= x (codes 0 .. 127 ascend up to the NaNs) */
+            for (int c = 0; c < 128; c++)
+                if (vt[c] == vt[c] && vt[c] <= x) lo = c;
+            dn = (unsigned char)lo;
+            if (vt[lo] != x) {
+                const double f = (x - vt[lo]) / (vt[lo + 1] - vt[lo]) * 256.0;
+                if (lo + 1 > 127 || !(f >= 1 && f < 256) || f != (double)(int)f) return false;
+                g = (unsigned char)(255 - (int)f);
+            }
+        }
+        f8s_tab[kind][0][m] = dn;
+        f8s_tab[kind][1][m] = g;
+    }
+    /* the check: the table rule against the reference's stochastic rounding */
+    uint32_t st = 12345;
+    for (int j = 0; j < 4096; j++) {
+        st = st * 1664525u + 1013904223u;
+        in[j] = (unsigned char)(st >> 24);
+    }
+    ref->cvt[to][from][MXP__SR](want, in, 4096, &a);
+    for (int j = 0; j < 4096; j++) {
+        const int m = in[j] & 0x7F;
+        const uint32_t r = mxp__sr_bits(a.seed, a.index0 + (uint64_t)j);
+        const int up = (int)(r >> 24) > f8s_tab[kind][1][m];
+        if (want[j] != ((f8s_tab[kind][0][m] + up) | (in[j] & 0x80))) return false;
+    }
+    return true;
+}
+/* elements i .. end (a multiple of 64 later), one block of 2^32 indices (key; element i's low
+ * index half lo) */
+MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
+                              uint64_t key, const unsigned char *tab, int nt)
+{
+    const V t0 = _mm512_load_si512(tab), t1 = _mm512_load_si512(tab + 64);
+    const V g0 = _mm512_load_si512(tab + 128), g1 = _mm512_load_si512(tab + 192);
+    const V itop = _mm512_load_si512(f8s_itop), sg = _mm512_set1_epi8((char)0x80), one = _mm512_set1_epi8(1);
+    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(16u * MXP__SR_W);
+    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(khi);
+    MXP_SIMD_PIN(step);
+    MXP_SIMD_PIN(m1);
+    MXP_SIMD_PIN(m2);
+#endif
+    V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    for (; i < end; i += 64) {
+        const V r0 = sr_words_hi(il, khi, m1, m2), r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
+        il = v_add(il, v_add(step, step));
+        const V r2 = sr_words_hi(il, khi, m1, m2), r3 = sr_words_hi(v_add(il, step), khi, m1, m2);
+        il = v_add(il, v_add(step, step));
+        const V rt = _mm512_inserti64x4(_mm512_permutex2var_epi8(r0, itop, r1),
+                                        _mm512_castsi512_si256(_mm512_permutex2var_epi8(r2, itop, r3)), 1);
+        const V x = _mm512_loadu_si512(s + i);
+        const V dn = _mm512_permutex2var_epi8(t0, x, t1);
+        const __mmask64 up = _mm512_cmpgt_epu8_mask(rt, _mm512_permutex2var_epi8(g0, x, g1));
+        st64(d + i, _mm512_ternarylogic_epi32(_mm512_mask_add_epi8(dn, up, dn, one), x, sg, 0xF8), nt);
+    }
+}
+MXP_VBMI_FN PRIM void f8s_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int e4)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned char *d = (unsigned char *)dst;
+    const mxp_dtype to = e4 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2, from = e4 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
+    const mxp__cvt_fn ref = mxp__scalar_kernels()->cvt[to][from][MXP__SR];
+    const unsigned char *tab = f8s_tab[e4 ? (a->saturate ? F8S_E5M2_E4M3_SAT : F8S_E5M2_E4M3) : F8S_E4M3_E5M2][0];
+    size_t i = 0;
+    int nt = 0;
+    if (n >= 128 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream)) { /* streaming: the reference up to 64 bytes */
+        i = (64 - (uintptr_t)d % 64) % 64;
+        ref(d, s, i, a);
+        nt = 1;
+    }
+    while (i + 64 <= n) {
+        const uint64_t idx = a->index0 + i;
+        const uint32_t lo = (uint32_t)idx;
+        const uint64_t room = 0x100000000ull - lo; /* indices before the low half wraps */
+        if (room < 64) {
+            /* the reference re-keys the straddling elements (a whole step: d stays aligned) */
+            mxp__cvt_args b = *a;
+            b.index0 = idx;
+            ref(d + i, s + i, 64, &b);
+            i += 64;
+            continue;
+        }
+        size_t cnt = n - i;
+        if ((uint64_t)cnt > room) cnt = (size_t)room;
+        const size_t end = i + cnt / 64 * 64;
+        if (nt) f8s_run(d, s, i, end, lo, mxp__sr_key(a->seed, (uint32_t)(idx >> 32)), tab, 1);
+        else f8s_run(d, s, i, end, lo, mxp__sr_key(a->seed, (uint32_t)(idx >> 32)), tab, 0);
+        i = end;
+    }
+    if (nt && !a->stream) _mm_sfence(); /* a->stream: the caller fences */
+    mxp__cvt_args b = *a;
+    b.index0 = a->index0 + i;
+    if (i < n) ref(d + i, s + i, n - i, &b);
+}
+MXP_VBMI_FN static void cvt_e5m2_e4m3_sr_vbmi__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    f8s_loop(dst, src, n, a, 0);
+}
+MXP_VBMI_FN static void cvt_e4m3_e5m2_sr_vbmi__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    f8s_loop(dst, src, n, a, 1);
+}
 void mxp__cvt_register_avx512_vbmi(mxp__kernels *k)
 {
     static const struct {
@@ -1837,4 +1988,9 @@ void mxp__cvt_register_avx512_vbmi(mxp__kernels *k)
         k->cvt[to][from][MXP__RNE] = ents[e].fn;
         if (mxp_dtype_size(to) > 1) k->cvt[to][from][MXP__SR] = ents[e].fn; /* exact */
     }
+    for (int p = 0; p < 64; p++) f8s_itop[p] = (unsigned char)(p < 32 ? (p < 16 ? 4 * p + 3 : 64 + 4 * (p - 16) + 3) : 0);
+    if (f8s_fill(&ref, F8S_E4M3_E5M2))
+        k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR] = cvt_e5m2_e4m3_sr_vbmi__avx512;
+    if (f8s_fill(&ref, F8S_E5M2_E4M3) && f8s_fill(&ref, F8S_E5M2_E4M3_SAT))
+        k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__SR] = cvt_e4m3_e5m2_sr_vbmi__avx512;
 }

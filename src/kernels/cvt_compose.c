@@ -33,7 +33,9 @@
  * longer come here (mxp__cvt_register_avx2_pairs / _avx512_pairs; session 27), nor, since
  * session 28, narrow -> float64 (cvt_simd_impl.h's w64_loop: the same two steps in registers).
  * What does on x86: stochastic rounding between the two float8s (a direct loop lost to this
- * path there). On NEON: every pair between narrow formats and from them to float64.
+ * path there), except on CPUs with AVX512_VBMI, where byte tables take it (cvt_avx512.c's
+ * f8s_loop, session 29: 0.34-0.48x of this path's time). On NEON: every pair between narrow
+ * formats and from them to float64.
  */
 #include <stdint.h>
 #if defined(__x86_64__) || defined(__i386__)

@@ -13,7 +13,7 @@
  * and float16 -> bfloat16 nearest-even entries are VCVTNEPS2BF16 kernels
  * (mxp__cvt_register_avx512_bf16); on one with AVX512_VBMI (Zen 4, Zen 5, Ice Lake and later)
  * e4m3fn -> float32 / float64 / float16 / bfloat16, e5m2 -> float64 / float16 / bfloat16 and
- * e4m3fn <-> e5m2 nearest-even are byte-table kernels (mxp__cvt_register_avx512_vbmi).
+ * e4m3fn <-> e5m2 (both modes) are byte-table kernels (mxp__cvt_register_avx512_vbmi).
  * The int8 matmul's avx512 kernels use VPDPBUSD where cpuid reports AVX512_VNNI (x86_detect),
  * AVX-512BW VPMADDWD otherwise (qmatmul_avx512.c). No kernel uses AVX512_FP16. A BF16, VNNI or
  * VBMI kernel is registered only when x86_detect says the CPU has the extension, never required

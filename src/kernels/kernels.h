@@ -211,7 +211,7 @@ void mxp__cvt_register_avx512_pairs(mxp__kernels *k);
  * kernels keep the float32 -> narrow entries the table has then, for the steps they leave */
 void mxp__cvt_register_avx512_f64(mxp__kernels *k, bool bf16);
 /* avx512 table on a CPU with AVX512_VBMI: e4m3fn -> float32 / float64 / float16 / bfloat16,
- * e5m2 -> float64 / float16 / bfloat16 and e4m3fn <-> e5m2 nearest-even by byte tables
+ * e5m2 -> float64 / float16 / bfloat16 and e4m3fn <-> e5m2 (both modes) by byte tables
  * (VPERMI2B); after every other avx512 registration */
 void mxp__cvt_register_avx512_vbmi(mxp__kernels *k);
 void mxp__cvt_register_avx2_f64(mxp__kernels *k); /* the same on AVX2 */
