@@ -30,6 +30,7 @@
 #else
 #include <immintrin.h>
 #endif
+#include <math.h>
 #include <stdbool.h>
 
 #include "kernels.h"
@@ -1853,7 +1854,7 @@ static bool f8s_fill(const mxp__kernels *ref, int kind)
     ref->cvt[to][from][MXP__RNE](rne, in, 128, &a);
     double maxfin = 0;
     for (int c = 0; c < 128; c++)
-        if (vt[c] == vt[c] && vt[c] < 1.0 / 0.0 && vt[c] > maxfin) maxfin = vt[c];
+        if (isfinite(vt[c]) && vt[c] > maxfin) maxfin = vt[c];
     for (int m = 0; m < 128; m++) {
         const double x = vs[m];
         unsigned char dn = rne[m], g = 255;
