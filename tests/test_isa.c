@@ -650,6 +650,53 @@ static void test_lone_tiny(void **state)
     free(src);
 }
 
+/* float16 / bfloat16 -> float8 on fill_lone_tiny's values, rounded to the 16-bit format by the
+ * reference: steps with a single small lane and, about once per 4096, an overflow, an infinity
+ * or a NaN; in cache and streaming (threshold 4096 bytes), both modes, saturate off and on,
+ * every SIMD table against the scalar one. The streaming bfloat16 -> float8 step takes a lone
+ * small lane in place (cvt_avx512.c's bf16_f8_run). */
+static void test_lone_tiny16(void **state)
+{
+    (void)state;
+    enum { N = 20011 };
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    unsigned char *f32 = alloc(4 * N), *src = alloc(2 * N), *want = alloc(N), *got = aligned_alloc(64, N + 128);
+    assert_non_null(got);
+    fill_lone_tiny(f32, N);
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
+    static const int srcs[] = {MXP_FLOAT16, MXP_BFLOAT16}, dsts[] = {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
+    int checked = 0;
+    for (int si = 0; si < 2; si++) {
+        const int s = srcs[si];
+        const mxp__cvt_args a0 = {false, 0, 0, false};
+        ref->cvt[s][MXP_FLOAT32][MXP__RNE](src, f32, N, &a0);
+        for (int ti = 0; ti < ntabs; ti++)
+            for (int di = 0; di < 2; di++)
+                for (int mode = 0; mode < MXP__NMODES; mode++) {
+                    const int d = dsts[di];
+                    if (tabs[ti]->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
+                    for (int v = 0; v < 4; v++) { /* bit 0: saturate; bit 1: streaming */
+                        const mxp__cvt_args a = {(v & 1) != 0, 11, 0xFFFF0000ull, false};
+                        mxp__nt_threshold = (v & 2) ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
+                        char what[160];
+                        snprintf(what, sizeof what, "%s %s -> %s %s sat=%d n=%d%s (lone small values)", tabs[ti]->name,
+                                 dt_name(s), dt_name(d), mode ? "SR" : "RNE", v & 1, (int)N,
+                                 (v & 2) ? " streaming" : "");
+                        run_compare(tabs[ti], d, s, mode, &a, src, N, want, got + ((v & 2) ? 0 : 1), what);
+                        checked++;
+                    }
+                }
+    }
+    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    free(f32);
+    free(src);
+    free(want);
+    free(got);
+    skip_if_none(checked);
+}
+
 /* float32 -> float8 on fill_dense_tiny's data, both rounding modes, streaming (n as in
  * test_lone_tiny) and in cache (40000), every SIMD table against the scalar one. */
 static void test_dense_tiny(void **state)
@@ -1261,6 +1308,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_streaming_short),
         cmocka_unit_test(test_compose_streaming),
         cmocka_unit_test(test_lone_tiny),
+        cmocka_unit_test(test_lone_tiny16),
         cmocka_unit_test(test_dense_tiny),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1989,7 +1989,8 @@ void mxp__cvt_register_avx512_vbmi(mxp__kernels *k)
         k->cvt[to][from][MXP__RNE] = ents[e].fn;
         if (mxp_dtype_size(to) > 1) k->cvt[to][from][MXP__SR] = ents[e].fn; /* exact */
     }
-    for (int p = 0; p < 64; p++) f8s_itop[p] = (unsigned char)(p < 32 ? (p < 16 ? 4 * p + 3 : 64 + 4 * (p - 16) + 3) : 0);
+    for (int p = 0; p < 64; p++) /* word p's top byte: words 0 .. 15 of the first vector, then the second's */
+        f8s_itop[p] = (unsigned char)(p < 32 ? (p < 16 ? 4 * p + 3 : 64 + 4 * (p - 16) + 3) : 0);
     if (f8s_fill(&ref, F8S_E4M3_E5M2))
         k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR] = cvt_e5m2_e4m3_sr_vbmi__avx512;
     if (f8s_fill(&ref, F8S_E5M2_E4M3) && f8s_fill(&ref, F8S_E5M2_E4M3_SAT))
