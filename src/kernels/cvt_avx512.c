@@ -1649,15 +1649,16 @@ void mxp__cvt_register_f64_avx512(mxp__kernels *k)
  * ignored), gives the top byte of 64 results, the sign or-ed in by one VPTERNLOGD; a second
  * VPERMI2B the byte below it; unpacks put the two in place, with zeros below for float32 and
  * float64 results (f8v_run). Per 64 elements: 2 operations for float8 -> float8, 6 for
- * float16 / bfloat16, 10 for float32 and 18 for float64 results,
- * against 9-24 without the instruction set (the word tables of f8w_loop; VCVTPH2PS and a
+ * float16 / bfloat16, 10 for float32 and 18 for float64 results, against 9-24 without the
+ * instruction set (the word tables of f8w_loop; VCVTPH2PS and a
  * multiply for e4m3fn -> float32; the byte rules of f8z_loop). The tables are filled at
  * registration from the scalar reference's results for all 256 bytes, and a conversion is
  * registered only if those results have the shape above (so its kernel can only be wrong in
  * the lookup, which the tests check on every byte: test_isa's test_narrow_sources); e5m2 ->
- * float64 has it only without saturation and passes saturating calls to its previous kernel. Widenings
- * are exact, so their stochastic entry is the same kernel; e4m3fn <-> e5m2 rounds, and its
- * stochastic entries are f8s_loop below.
+ * float64 has it only without saturation and passes saturating calls to its previous kernel.
+ * Widenings are exact, so their stochastic entry is the same kernel; e4m3fn <-> e5m2 rounds, and
+ * its stochastic entries are f8s_loop below (whose aligned head and 2^32 split are
+ * sr_from_f64z's, with the reference's stochastic kernel: pair_head runs nearest-even).
  */
 #ifdef MXP_AVX512_EMULATED
 #define MXP_VBMI_FN
