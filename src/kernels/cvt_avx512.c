@@ -847,8 +847,9 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #define MXP_SIMD_NT_STORE32(p, x) MXP__STREAM512((void *)(p), (x))
 #define MXP_SIMD_NT_FENCE() _mm_sfence()
 /* Source prefetch in the streaming loops: a run-time choice per CPU (mxp__avx512_prefetch, set by
- * dispatch.c), 6144 bytes ahead, in the float32 -> float8 narrowings and every stochastic one;
- * never in the nearest-even bfloat16 and float16 narrowings or the widenings.
+ * dispatch.c, kernels.h), 6144 bytes ahead, in the float32 -> float8 narrowings and every
+ * stochastic one; in the nearest-even bfloat16 and float16 narrowings only on Intel; never in
+ * the widenings.
  * - AMD EPYC Zen 4 (issue 17, bench_convert --isa avx512-own, 2^26 elements, one thread,
  *   ns/element, three alternating runs each): a prefetch 2048 bytes ahead made the streaming
  *   float32 -> float8 passes 10-20% slower (f32->e5m2 sat 0.188-0.189 with it, 0.154-0.163
@@ -858,7 +859,7 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  *   ns/element, medians) is no better: f32->e4m3fn 0.162 / 0.152, sat 0.164 / 0.156, f32->e5m2
  *   0.157 / 0.141, sat 0.156 / 0.141, stochastic e4m3fn 0.196 / 0.194, e5m2 0.174 / 0.168,
  *   float16 0.188 / 0.189, bfloat16 0.146 / 0.161 (its ranges overlap: 0.144-0.177 / 0.154-0.167).
- *   So off there, and on the unmeasured Intel parts.
+ *   So off there.
  * - AMD EPYC Zen 5: 2048 bytes ahead was slower too (bench/RESULTS.md session 11), but 6144
  *   is faster: three alternating runs of one build with the prefetch on / off, ratio to the
  *   limit (median): f32->e4m3fn 0.78 -> 0.87, sat 0.78 -> 0.87, f32->e5m2 0.84 -> 0.93, sat 0.77
@@ -871,20 +872,49 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  * process, 2^26 elements, nine alternating calls, medians, f32 -> e4m3fn nearest-even, with /
  * without: N(0, 1) data 0.221 / 0.195 ns/element, over [-0.5, 0.5] 0.245 / 0.195, ReLU 0.210 /
  * 0.183, e5m2 ReLU 0.189 / 0.174; uniform data 0.161 / 0.163; the stochastic runs 0.96-0.99x).
- * Intel parts, unmeasured, follow Zen 4. Before that, on the AMD EPYC Zen 5 (no prefetch
+ * Before that, on the AMD EPYC Zen 5 (no prefetch
  * anywhere else then), 2^26 elements, one thread, random ReLU data (half +0), 2048 bytes ahead
  * took f32->e4m3fn from 0.165-0.166 to 0.119-0.121 ns/element and f32->e5m2 from 0.168-0.169 to
  * 0.115-0.118 (the limit: about 0.095), uniform data unchanged (session 13); 6144 bytes ahead,
  * three alternating `--relu` runs, ratio to the limit 2048 -> 6144: f32->e4m3fn 0.79 -> 0.87,
  * sat 0.80 -> 0.87, f32->e5m2 0.80 -> 0.89, sat 0.82 -> 0.94, stochastic e4m3fn 0.71 -> 0.77,
  * e5m2 0.76 -> 0.89 (session 15). A build may set another distance
- * (-DMXP_SIMD_PREFETCH_DIST=BYTES) to measure it. */
+ * (-DMXP_SIMD_PREFETCH_DIST=BYTES) to measure it.
+ * - Intel Xeon with AVX512_FP16 and AMX (session 30, KVM, 2 vCPUs; bench/RESULTS.md): here the
+ *   hardware prefetcher does not keep a compute-heavy streaming loop fed. A bare loop that loads
+ *   a line, runs 64 dependent vector operations on it and streams it out took 40 ns per line at
+ *   2^26 bytes against 10 ns in cache; PREFETCHT0 or PREFETCHT2 4096 bytes ahead brought it to
+ *   10.7 / 11.5 ns. So Intel prefetches (MXP__PREFETCH_L2), with PREFETCHT2 (into L2), which beat
+ *   PREFETCHT0 in the kernels: 2^26 elements, one process per kernel, median of 9 calls,
+ *   ns/element, none / T0 / T2 at 6144 bytes: f32->e4m3fn 0.474 / 0.431 / 0.354, f32->f16
+ *   stochastic 0.431 / 0.386 / 0.319, f32->bf16 (VCVTNEPS2BF16) 0.375 / 0.364 / 0.341, f32->f16
+ *   (VCVTPS2PH) 0.327 / 0.340 / 0.321, bf16->e4m3fn 0.229 / 0.233 / 0.173; e4m3fn->e5m2
+ *   stochastic (f8s_run, VBMI) 0.319 without, 0.141 with T2; the float64 stochastic kernels
+ *   (F64Z_PREFETCH, T0 elsewhere) T0 -> T2: f64->f32 0.655 -> 0.608, f64->bf16 0.752 -> 0.657.
+ *   On Intel the nearest-even 16-bit narrowings prefetch too (MXP_SIMD_PREFETCH_BF16 and
+ *   MXP_SIMD_PREFETCH_HW_F16 follow the choice), and so do two loops that prefetch nowhere else:
+ *   the stochastic roundings from float16 / bfloat16 (MXP_SIMD_PREFETCH_SRN, srn_run; two runs,
+ *   without -> with: bf16->e4m3fn 0.660 / 0.632 -> 0.301 / 0.297, bf16->f16 0.564 / 0.537 ->
+ *   0.265 / 0.273) and the float64 nearest-even narrowings' fast steps (MXP_SIMD_PREFETCH_N64,
+ *   n64_run: f64->f16 0.697 / 0.757 -> 0.618 / 0.637, f64->bf16 0.806 / 0.789 -> 0.666 / 0.668,
+ *   f64->e4m3fn 0.882 / 0.849 -> 0.685 / 0.684). Other distances with T2 (3072 / 6144 / 12288 /
+ *   24576 bytes) were no better: f32->e4m3fn 0.330 / 0.365 / 0.371 / 0.360, f32->f16 stochastic
+ *   0.336 / 0.315 / 0.319 / 0.335, bf16->e4m3fn 0.186 / 0.173 / 0.172 / 0.190. */
 #ifndef MXP_SIMD_PREFETCH_DIST
 #define MXP_SIMD_PREFETCH_DIST 6144
 #endif
-#define MXP_SIMD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+/* One source line's prefetch: into L2 on CPUs set to MXP__PREFETCH_L2 (Intel), into L1 elsewhere. */
+static inline __attribute__((always_inline)) void pf_line(const void *p)
+{
+    if (mxp__avx512_prefetch == MXP__PREFETCH_L2) _mm_prefetch((const char *)p, _MM_HINT_T2);
+    else _mm_prefetch((const char *)p, _MM_HINT_T0);
+}
+#define MXP_SIMD_PREFETCH(p) pf_line(p)
 #define MXP_SIMD_PREFETCH_ON mxp__avx512_prefetch
-#define MXP_SIMD_PREFETCH_BF16 0
+#define MXP_SIMD_PREFETCH_BF16 (mxp__avx512_prefetch == MXP__PREFETCH_L2)
+#define MXP_SIMD_PREFETCH_HW_F16 (mxp__avx512_prefetch == MXP__PREFETCH_L2)
+#define MXP_SIMD_PREFETCH_SRN (mxp__avx512_prefetch == MXP__PREFETCH_L2)
+#define MXP_SIMD_PREFETCH_N64 (mxp__avx512_prefetch == MXP__PREFETCH_L2)
 #define MXP_SIMD_PREFETCH_WIDEN 0
 
 /* float64 <-> narrow without a float32 block (cvt_simd_impl.h's n64_loop / w64_loop): 16 float64
@@ -1439,7 +1469,7 @@ typedef struct f64z {
  * 4096 bytes (0.276-0.285 at 2048, 0.301-0.307 at 1024); f64->f32 SR 0.282-0.299 without,
  * 0.268-0.301 at 4096. Each line's prefetch after its load rather than both before the loads
  * (as cvt_simd_impl.h's PF_LINES), six alternating runs, medians: f64->bf16 SR 0.248 -> 0.233,
- * f64->f32 SR 0.274 -> 0.262. */
+ * f64->f32 SR 0.274 -> 0.262. The hint is pf_line's: PREFETCHT2 on Intel, PREFETCHT0 elsewhere. */
 #define F64Z_PREFETCH 4096
 
 /* 8 doubles (bits u) and their random words r (zero-extended to 64-bit lanes) -> 8 target
@@ -1537,9 +1567,9 @@ PRIM void sr_f64z_run(unsigned char *d, const unsigned char *s, size_t i, size_t
         for (; i < end; i += 16) {
             /* each source line's prefetch after its load, 4096 bytes ahead (see F64Z_PREFETCH) */
             const __m512i u0 = _mm512_loadu_si512((const void *)(s + 8 * i));
-            if (nt) _mm_prefetch((const char *)(s + 8 * i + F64Z_PREFETCH), _MM_HINT_T0);
+            if (nt) pf_line(s + 8 * i + F64Z_PREFETCH);
             const __m512i u1 = _mm512_loadu_si512((const void *)(s + 8 * i + 64));
-            if (nt) _mm_prefetch((const char *)(s + 8 * i + F64Z_PREFETCH + 64), _MM_HINT_T0);
+            if (nt) pf_line(s + 8 * i + F64Z_PREFETCH + 64);
             const __m512i a0 = _mm512_and_si512(u0, absm), a1 = _mm512_and_si512(u1, absm);
             __mmask8 nz0 = _mm512_test_epi64_mask(a0, a0), nz1 = _mm512_test_epi64_mask(a1, a1);
 #ifdef MXP_SIMD_PIN
@@ -1913,6 +1943,7 @@ MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i
         const V rt = _mm512_inserti64x4(_mm512_permutex2var_epi8(r0, itop, r1),
                                         _mm512_castsi512_si256(_mm512_permutex2var_epi8(r2, itop, r3)), 1);
         const V x = _mm512_loadu_si512(s + i);
+        if (nt == 2) _mm_prefetch((const char *)(s + i + MXP_SIMD_PREFETCH_DIST), _MM_HINT_T2);
         const V dn = _mm512_permutex2var_epi8(t0, x, t1);
         const __mmask64 up = _mm512_cmpgt_epu8_mask(rt, _mm512_permutex2var_epi8(g0, x, g1));
         st64(d + i, _mm512_ternarylogic_epi32(_mm512_mask_add_epi8(dn, up, dn, one), x, sg, 0xF8), nt);
@@ -1947,7 +1978,9 @@ MXP_VBMI_FN PRIM void f8s_loop(void *dst, const void *src, size_t n, const mxp__
         size_t cnt = n - i;
         if ((uint64_t)cnt > room) cnt = (size_t)room;
         const size_t end = i + cnt / 64 * 64;
-        if (nt) f8s_run(d, s, i, end, lo, mxp__sr_key(a->seed, (uint32_t)(idx >> 32)), tab, 1);
+        if (nt && mxp__avx512_prefetch == MXP__PREFETCH_L2)
+            f8s_run(d, s, i, end, lo, mxp__sr_key(a->seed, (uint32_t)(idx >> 32)), tab, 2);
+        else if (nt) f8s_run(d, s, i, end, lo, mxp__sr_key(a->seed, (uint32_t)(idx >> 32)), tab, 1);
         else f8s_run(d, s, i, end, lo, mxp__sr_key(a->seed, (uint32_t)(idx >> 32)), tab, 0);
         i = end;
     }

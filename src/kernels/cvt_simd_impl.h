@@ -159,9 +159,12 @@
  * its size and leaves the fence to its caller, cvt_compose.c) and MXP_SIMD_NT_FENCE(), and may
  * define MXP_SIMD_PREFETCH(p) with MXP_SIMD_PREFETCH_DIST (bytes): streaming loops then prefetch their
  * source that far ahead (a prefetch never faults, so running past the end is harmless), except
- * the hardware float16 narrowing, which it slowed down. Three optional switches narrow that:
- * MXP_SIMD_PREFETCH_ON (an expression read at the start of each call: a run-time choice per CPU,
- * default 1), MXP_SIMD_PREFETCH_BF16 and MXP_SIMD_PREFETCH_WIDEN (0: never in the nearest-even
+ * the hardware float16 narrowing, which it slowed down (AVX2, AMD Zen 3), unless
+ * MXP_SIMD_PREFETCH_HW_F16 (an expression, default 0) says otherwise; the stochastic roundings from
+ * float16 / bfloat16 (srn_run) and the float64 narrowings' fast steps (n64_run) prefetch only where
+ * MXP_SIMD_PREFETCH_SRN / MXP_SIMD_PREFETCH_N64 (expressions, default 0) say so. Three optional switches narrow
+ * that: MXP_SIMD_PREFETCH_ON (an expression read at the start of each call: a run-time choice per
+ * CPU, default 1), MXP_SIMD_PREFETCH_BF16 and MXP_SIMD_PREFETCH_WIDEN (0: never in the nearest-even
  * bfloat16 narrowing / in the widenings; default 1). The float8 runs of tiny-aware steps that
  * follow a failed fast step follow MXP_SIMD_PREFETCH_ON too (until session 25 they prefetched
  * whatever it said; cvt_avx512.c has the numbers).
@@ -182,6 +185,15 @@
 #endif
 #ifndef MXP_SIMD_PREFETCH_WIDEN
 #define MXP_SIMD_PREFETCH_WIDEN 1
+#endif
+#ifndef MXP_SIMD_PREFETCH_HW_F16
+#define MXP_SIMD_PREFETCH_HW_F16 0
+#endif
+#ifndef MXP_SIMD_PREFETCH_SRN
+#define MXP_SIMD_PREFETCH_SRN 0
+#endif
+#ifndef MXP_SIMD_PREFETCH_N64
+#define MXP_SIMD_PREFETCH_N64 0
 #endif
 #ifdef MXP_SIMD_PREFETCH
 /* The source prefetch of a step's vector loads, MXP_SIMD_PREFETCH_DIST ahead: PF_LINES(p, lo,
@@ -888,7 +900,8 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
     int tiny_prev = 0; /* the last step took narrow8_fast4t_lone inside the fast loop */
 #endif
 #ifdef MXP_SIMD_PREFETCH
-    const int pf = nt && MXP_SIMD_PREFETCH_ON && !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16) &&
+    const int pf = nt && MXP_SIMD_PREFETCH_ON &&
+                   (MXP_SIMD_PREFETCH_HW_F16 || !(MXP_SIMD_HW_F16_ON && t.dt == MXP_FLOAT16)) &&
                    (MXP_SIMD_PREFETCH_BF16 || t.bias != 127);
 #endif
 #ifdef MXP_SIMD_N8_DEFER_RUN
@@ -1663,6 +1676,9 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
         /* bfloat16: the bits moved up, a NaN left as it is (narrow1 quiets it) */
         const V u0 = bf ? v_slli(ld16(s + 2 * i), 16) : widen_one(s + ib * i, f, 0, 0);
         const V u1 = bf ? v_slli(ld16(s + 2 * i + 2 * VL), 16) : widen_one(s + ib * (i + VL), f, 0, 0);
+#ifdef MXP_SIMD_PREFETCH
+        if (nt && MXP_SIMD_PREFETCH_SRN) PF_LINES(s + ib * i, 0, 2 * VL * ib);
+#endif
         const V a0 = v_and(u0, v_set1(0x7FFFFFFFu)), a1 = v_and(u1, v_set1(0x7FFFFFFFu));
         il = v_add(il, v_add(step, step));
         /* the fast steps of sr_run */
@@ -2005,6 +2021,9 @@ static SIMD_INLINE size_t n64_run(unsigned char *d, const unsigned char *s, size
             const unsigned char *p = s + 8 * i;
             const V x0 = f64_odd_ld(p, 0), x1 = f64_odd_ld(p + 8 * VL, 0);
             const V x2 = f64_odd_ld(p + 16 * VL, 0), x3 = f64_odd_ld(p + 24 * VL, 0);
+#ifdef MXP_SIMD_PREFETCH
+            if (nt && MXP_SIMD_PREFETCH_N64) PF_LINES(p, 0, 32 * VL);
+#endif
             if (!n64_step(d + ob * i, x0, x1, x2, x3, t, c, bk, sat, nt)) break;
         }
         if (i + 4 * VL > n) break;

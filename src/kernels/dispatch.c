@@ -61,6 +61,7 @@ typedef struct x86_features {
     bool vbmi;          /* AVX512_VBMI (float8 byte-table kernels) */
     bool half_width;    /* AMD family 19h (Zen 4): 512-bit operations on 256-bit units */
     bool amd_1a;        /* AMD family 1Ah or later (Zen 5) */
+    bool intel;         /* GenuineIntel */
 } x86_features;
 
 static uint64_t xgetbv0(void)
@@ -72,10 +73,11 @@ static uint64_t xgetbv0(void)
 
 static x86_features x86_detect(void)
 {
-    x86_features f = {false, false, false, false, false, false, false, false};
+    x86_features f = {false, false, false, false, false, false, false, false, false};
     unsigned a, b, c, d;
     if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
     const bool amd = b == 0x68747541u && d == 0x69746E65u && c == 0x444D4163u; /* "AuthenticAMD" */
+    f.intel = b == 0x756E6547u && d == 0x49656E69u && c == 0x6C65746Eu; /* "GenuineIntel" */
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     const unsigned family = ((a >> 8) & 0xFu) == 0xFu ? 0xFu + ((a >> 20) & 0xFFu) : (a >> 8) & 0xFu;
     f.half_width = amd && family == 0x19u;
@@ -260,11 +262,30 @@ static void build(mxp__isa_id isa)
  * CPUs that have it (cvt_avx512.c): in cache 0.044 ns/element against the avx2 kernel's 0.073;
  * at 2^26 0.157-0.166 against 0.156-0.164 (three alternating runs each), a tie: the choice
  * stands.)
+ * Measured on an Intel Xeon with AVX512 F/BW/VL/DQ, VNNI, BF16, VBMI, VBMI2, FP16 and AMX (cpuid
+ * family 6 model 167 under KVM, 2 vCPUs at 2.6 GHz nominal), 2026-11-27, session 30, after its
+ * prefetch change (Intel prefetches into L2, cvt_avx512.c), medians of three alternating
+ * `bench_convert --quick --csv` runs (in cache: of six, three before that change), avx2 /
+ * avx512-own, ns/element:
+ *     conversion        2^16: avx2  avx512 ratio    2^26: avx2  avx512 ratio   avx512 table
+ *     f32->f16                0.0473 0.0493 1.04          0.403  0.323  0.80   avx2 / avx512
+ *     f32->bf16               0.0802 0.0632 0.79          0.401  0.340  0.85   avx512
+ *     f16->f32                0.0716 0.0777 1.09          0.270  0.290  1.07   avx2
+ *     bf16->f32               0.0713 0.0731 1.03          0.293  0.295  1.01   avx512 (as always)
+ *     f32->e4m3fn             0.1116 0.0852 0.76          0.383  0.375  0.98   avx512 / avx2
+ *     f32->e4m3fn sat         0.1079 0.0873 0.81          0.352  0.381  1.08   avx512 / avx2
+ *     f32->e5m2               0.0927 0.0810 0.87          0.379  0.382  1.01   avx512 / avx2
+ *     f32->e5m2 sat           0.0991 0.0789 0.80          0.354  0.383  1.08   avx512 / avx2
+ *     e4m3fn->f32             0.0776 0.0711 0.92          0.206  0.209  1.01   avx512 / avx2
+ *     e5m2->f32               0.0683 0.0736 1.08          0.194  0.206  1.06   avx2
+ * So Intel differs from Zen 5's set in two rows: the float8 encodes keep the avx2 kernel at 2^26
+ * (ties or avx2 wins: its 256-bit loop, which prefetches into L1 2048 bytes ahead, is as fast
+ * there as the 512-bit one, which computes more per line and waits on memory as long), and
+ * e5m2->f32 keeps the avx2 kernel in cache too. picks[] has a third set for Intel (avx512_cpu).
  * On Zen 5 the 512-bit units make the float8 steps about 1.6x faster in cache; the float8
  * encodes now win in both regimes. Zen 4 executes a 512-bit operation as two 256-bit halves
  * (AMD family 19h), so the two CPUs get different choices: picks[] holds one set per kind,
- * Zen 4's for family 19h and Zen 5's for every other AVX-512 CPU (Intel parts unmeasured: they
- * have 512-bit units too, so Zen 5's set is the better guess there).
+ * Zen 4's for family 19h, Intel's for GenuineIntel, Zen 5's for every other AVX-512 CPU.
  * Rule: per entry, per saturate flag and per regime ("small": below the streaming threshold,
  * mxp__nt_threshold bytes read + written, where the 2^16 column applies; "large": at or above
  * it, the 2^26 column), the avx512 kernel where its time was lower by more than the noise
@@ -273,7 +294,7 @@ static void build(mxp__isa_id isa)
  * measured in sessions 9 and 10 (before their 16-bit-lane steps) and win in both regimes now.
  * f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties (memory-bound at the limit either way)
  * and keep the avx2 kernel (bf16->f32, a tie on both CPUs at 2^26, keeps the avx512 kernel it
- * always had). Intel AVX-512 parts have not been measured.
+ * always had). Intel's set was measured on one Intel part (above); others may differ.
  * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
  * table) and edit the rows below. The composed pairs (cvt_compose.c; on x86 only stochastic
  * rounding between the two float8 formats since session 28, and not on AVX512_VBMI CPUs since
@@ -288,21 +309,25 @@ typedef struct avx512_pick {
     mxp_dtype d, s;
     int mode;
     /* [cpu][saturate][large]: 1 = the avx512 kernel, 0 = the avx2 one; cpu 0 = 256-bit units
-     * (AMD family 19h, Zen 4), 1 = 512-bit units (Zen 5 measured; other AVX-512 CPUs assumed) */
-    unsigned char avx512[2][2][2];
+     * (AMD family 19h, Zen 4), 1 = 512-bit units (Zen 5 measured; AVX-512 CPUs of other vendors
+     * assumed), 2 = Intel (measured in session 30) */
+    unsigned char avx512[3][2][2];
 } avx512_pick;
+/* one CPU's choices: {{nearest-even small, large}, {saturating small, large}} */
+#define PK(a, b, c, d) {{a, b}, {c, d}}
 static const avx512_pick picks[] = {
-    /* A row that is all 1 (the float8 encodes since session 21) installs the avx512 kernel
-     * directly (apply_picks); it stays listed so that a re-measurement edits a row.
-     * d <- s                                 Zen 4               full width */
-    {MXP_FLOAT32, MXP_FLOAT16, MXP__RNE, {{{0, 0}, {0, 0}}, {{0, 0}, {0, 0}}}},        /* f16->f32 */
-    {MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 1}, {1, 1}}}},  /* f32->e4m3fn */
-    {MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 1}, {1, 1}}}},    /* f32->e5m2 */
-    {MXP_FLOAT32, MXP_FLOAT8_E4M3FN, MXP__RNE, {{{1, 0}, {1, 0}}, {{1, 0}, {1, 0}}}},  /* e4m3fn->f32 */
-    {MXP_FLOAT32, MXP_FLOAT8_E5M2, MXP__RNE, {{{0, 0}, {0, 0}}, {{1, 0}, {1, 0}}}},    /* e5m2->f32 */
-    {MXP_FLOAT16, MXP_FLOAT32, MXP__RNE, {{{0, 1}, {0, 1}}, {{0, 1}, {0, 1}}}},        /* f32->f16 */
-    {MXP_BFLOAT16, MXP_FLOAT32, MXP__RNE, {{{1, 1}, {1, 1}}, {{1, 1}, {1, 1}}}},       /* f32->bf16 */
+    /* A row that is all 1 for the CPU installs the avx512 kernel directly (apply_picks); every
+     * row stays listed so that a re-measurement edits a row.
+     * d <- s                                     Zen 4             full width        Intel */
+    {MXP_FLOAT32, MXP_FLOAT16, MXP__RNE, {PK(0, 0, 0, 0), PK(0, 0, 0, 0), PK(0, 0, 0, 0)}},       /* f16->f32 */
+    {MXP_FLOAT8_E4M3FN, MXP_FLOAT32, MXP__RNE, {PK(1, 1, 1, 1), PK(1, 1, 1, 1), PK(1, 0, 1, 0)}}, /* f32->e4m3fn */
+    {MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__RNE, {PK(1, 1, 1, 1), PK(1, 1, 1, 1), PK(1, 0, 1, 0)}},   /* f32->e5m2 */
+    {MXP_FLOAT32, MXP_FLOAT8_E4M3FN, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 0, 1, 0), PK(1, 0, 1, 0)}}, /* e4m3fn->f32 */
+    {MXP_FLOAT32, MXP_FLOAT8_E5M2, MXP__RNE, {PK(0, 0, 0, 0), PK(1, 0, 1, 0), PK(0, 0, 0, 0)}},   /* e5m2->f32 */
+    {MXP_FLOAT16, MXP_FLOAT32, MXP__RNE, {PK(0, 1, 0, 1), PK(0, 1, 0, 1), PK(0, 1, 0, 1)}},       /* f32->f16 */
+    {MXP_BFLOAT16, MXP_FLOAT32, MXP__RNE, {PK(1, 1, 1, 1), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},      /* f32->bf16 */
 };
+#undef PK
 enum { NPICKS = sizeof picks / sizeof picks[0] };
 /* the widenings' stochastic entry is their nearest-even kernel: the same choice */
 static mxp__cvt_fn pick_fns[NPICKS][2]; /* [0] the avx2 kernel, [1] the avx512 one */
@@ -330,11 +355,12 @@ static const mxp__cvt_fn pick_wrappers[] = {pick_0, pick_1, pick_2, pick_3, pick
 _Static_assert(sizeof pick_wrappers / sizeof pick_wrappers[0] == NPICKS, "one wrapper per pick");
 
 /* Which set of choices in picks[] this CPU takes: 0 on AMD family 19h (Zen 4), whose AVX-512
- * runs 512-bit operations on 256-bit units, 1 on every other AVX-512 CPU. */
+ * runs 512-bit operations on 256-bit units, 2 on Intel, 1 on every other AVX-512 CPU. */
 static int avx512_cpu(void)
 {
 #ifdef MXP_X86_CPUID
-    return x86_detect().half_width ? 0 : 1;
+    const x86_features f = x86_detect();
+    return f.half_width ? 0 : f.intel ? 2 : 1;
 #else
     return 1;
 #endif
@@ -410,9 +436,11 @@ static void init(void)
     if (available[MXP__ISA_AVX512] && available[MXP__ISA_AVX2])
         apply_picks(&tables[MXP__ISA_AVX512], &own[MXP__ISA_AVX512], &tables[MXP__ISA_AVX2], avx512_cpu());
 #ifdef MXP_X86_CPUID
-    /* the AVX-512 streaming loops prefetch on AMD family 1Ah (Zen 5), where that was measured to
-     * help, and nowhere else (cvt_avx512.c has the numbers) */
-    mxp__avx512_prefetch = x86_detect().amd_1a;
+    /* the AVX-512 streaming loops prefetch on AMD family 1Ah (Zen 5, into L1) and on Intel (into
+     * L2, in more loops), where that was measured to help, and nowhere else (Zen 4: it cost
+     * 10-20%; cvt_avx512.c has the numbers) */
+    const x86_features xf = x86_detect();
+    mxp__avx512_prefetch = xf.amd_1a ? MXP__PREFETCH_L1 : xf.intel ? MXP__PREFETCH_L2 : MXP__PREFETCH_OFF;
 #endif
     if (memcmp(own[MXP__ISA_AVX512].cvt, tables[MXP__ISA_AVX512].cvt, sizeof own[0].cvt) != 0)
         own[MXP__ISA_AVX512].name = "avx512-own"; /* tells the two apart in tests and benchmarks */

@@ -125,9 +125,13 @@ mxp__isa_id mxp__isa_select(const char *request);
 #define MXP__NT_THRESHOLD_DEFAULT ((size_t)24 << 20)
 extern size_t mxp__nt_threshold;
 
-/* Whether the AVX-512 kernels' streaming loops prefetch their source (cvt_avx512.c): set once by
- * the dispatcher from the CPU (dispatch.c: on the CPUs where it was measured to help), read at the
- * start of every streaming call. Only speed depends on it, never a result. */
+/* Whether and how the AVX-512 kernels' streaming loops prefetch their source (cvt_avx512.c): set
+ * once by the dispatcher from the CPU (dispatch.c: on the CPUs where it was measured to help), read
+ * by every streaming call. MXP__PREFETCH_OFF: never (AMD Zen 4, and CPUs not measured);
+ * MXP__PREFETCH_L1: PREFETCHT0 in the float8 and stochastic narrowings (AMD Zen 5);
+ * MXP__PREFETCH_L2: PREFETCHT2, there and in the nearest-even 16-bit narrowings and the
+ * float8 <-> float8 stochastic kernel (Intel). Only speed depends on it, never a result. */
+enum { MXP__PREFETCH_OFF = 0, MXP__PREFETCH_L1 = 1, MXP__PREFETCH_L2 = 2 };
 extern int mxp__avx512_prefetch;
 
 /*
