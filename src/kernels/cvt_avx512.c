@@ -897,7 +897,9 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  *   without -> with: bf16->e4m3fn 0.660 / 0.632 -> 0.301 / 0.297, bf16->f16 0.564 / 0.537 ->
  *   0.265 / 0.273) and the float64 nearest-even narrowings' fast steps (MXP_SIMD_PREFETCH_N64,
  *   n64_run: f64->f16 0.697 / 0.757 -> 0.618 / 0.637, f64->bf16 0.806 / 0.789 -> 0.666 / 0.668,
- *   f64->e4m3fn 0.882 / 0.849 -> 0.685 / 0.684). Other distances with T2 (3072 / 6144 / 12288 /
+ *   f64->e4m3fn 0.882 / 0.849 -> 0.685 / 0.684), and the float16 <-> bfloat16 kernels (bfh_run,
+ *   bf16_f16_run; three runs: f16->bf16 0.245-0.254 -> 0.174-0.191, bf16->f16 0.237-0.243 ->
+ *   0.177-0.195). Other distances with T2 (3072 / 6144 / 12288 /
  *   24576 bytes) were no better: f32->e4m3fn 0.330 / 0.365 / 0.371 / 0.360, f32->f16 stochastic
  *   0.336 / 0.315 / 0.319 / 0.335, bf16->e4m3fn 0.186 / 0.173 / 0.172 / 0.190. */
 #ifndef MXP_SIMD_PREFETCH_DIST
@@ -1344,8 +1346,13 @@ PRIM V bf16_f16_w(V h, __mmask32 *out)
 }
 static SIMD_INLINE size_t bfh_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int sat, int nt)
 {
+    const int pf = nt && mxp__avx512_prefetch == MXP__PREFETCH_L2; /* Intel: see bf16_f16_run */
     for (; i + 64 <= n; i += 64) {
         const V h0 = _mm512_loadu_si512(s + 2 * i), h1 = _mm512_loadu_si512(s + 2 * i + 64);
+        if (pf) {
+            _mm_prefetch((const char *)(s + 2 * i + MXP_SIMD_PREFETCH_DIST), _MM_HINT_T2);
+            _mm_prefetch((const char *)(s + 2 * i + 64 + MXP_SIMD_PREFETCH_DIST), _MM_HINT_T2);
+        }
         __mmask32 o0, o1;
         V r0 = bf16_f16_w(h0, &o0), r1 = bf16_f16_w(h1, &o1);
         if ((o0 | o1) != 0) {
@@ -1411,8 +1418,12 @@ static void cvt_bf16_f32_hw__avx512(void *dst, const void *src, size_t n, const 
  */
 static SIMD_INLINE void bf16_f16_run(unsigned char *d, const unsigned char *s, size_t n, int sat, int nt)
 {
+    /* streaming on Intel (MXP__PREFETCH_L2): each source line prefetched into L2 (cvt_avx512.c's
+     * prefetch comment; bench/RESULTS.md, session 30) */
+    const int pf = nt && mxp__avx512_prefetch == MXP__PREFETCH_L2;
     for (size_t i = 0; i + 32 <= n; i += 32) {
         const __m256i lo = CVTNEPS2BF16(hw_f16_ld(s + 2 * i)), hi = CVTNEPS2BF16(hw_f16_ld(s + 2 * i + 32));
+        if (pf) _mm_prefetch((const char *)(s + 2 * i + MXP_SIMD_PREFETCH_DIST), _MM_HINT_T2);
         st16_words(d + 2 * i, lo, hi, 0x7F80, sat, nt);
     }
 }

@@ -130,8 +130,8 @@ extern size_t mxp__nt_threshold;
  * by every streaming call. MXP__PREFETCH_OFF: never (AMD Zen 4, and CPUs not measured);
  * MXP__PREFETCH_L1: PREFETCHT0 in the float8 and stochastic narrowings (AMD Zen 5);
  * MXP__PREFETCH_L2: PREFETCHT2, there and in the nearest-even 16-bit narrowings, the
- * stochastic roundings from 16-bit sources, the float64 narrowings and the float8 <-> float8
- * stochastic kernel (Intel). Only speed depends on it, never a result. */
+ * stochastic roundings from 16-bit sources, the float64 narrowings, float16 <-> bfloat16 and the
+ * float8 <-> float8 stochastic kernel (Intel). Only speed depends on it, never a result. */
 enum { MXP__PREFETCH_OFF = 0, MXP__PREFETCH_L1 = 1, MXP__PREFETCH_L2 = 2 };
 extern int mxp__avx512_prefetch;
 
