@@ -777,6 +777,13 @@ PRIM void bf16_rne2(void *p, V x, V y, V k, int sat, int nt)
 #else
 #define CVTNEPS2BF16(v) ((__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(v)))
 #endif
+/* 32 float32 (x's 16, then y's) -> 32 bfloat16 in one vector: VCVTNE2PS2BF16, one instruction
+ * for two VCVTNEPS2BF16 and a VINSERTI64X4 (its second source fills the low half) */
+#ifdef MXP_AVX512_EMULATED
+#define CVTNE2BF16(x, y) _mm512_inserti64x4(_mm512_castsi256_si512(CVTNEPS2BF16(x)), CVTNEPS2BF16(y), 1)
+#else
+#define CVTNE2BF16(x, y) ((V)_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(y), _mm512_castsi512_ps(x)))
+#endif
 PRIM bool bf16_hw2(void *p, V x, V y, V k, int sat, int nt)
 {
     const V absm = v_set1(0x7FFFFFFFu), one = v_set1(1u), top = v_set1(0x007FFFFFu);
@@ -786,14 +793,28 @@ PRIM bool bf16_hw2(void *p, V x, V y, V k, int sat, int nt)
         bf16_rne2(p, x, y, k, sat, nt);
         return true;
     }
-    st16_words(p, CVTNEPS2BF16(x), CVTNEPS2BF16(y), 0x7F80, sat, nt);
+    st16_vec(p, CVTNE2BF16(x, y), 0x7F80, sat, nt);
+    return true;
+}
+
+/* bf16_hw2 for a half whose conversion h is done, z its +-0 results: those lanes are right
+ * unless their input was subnormal (nonzero), which takes bf16_hw2 */
+PRIM bool bf16_hw2z(void *p, V x, V y, V h, __mmask32 z, V k, int sat, int nt)
+{
+    if (z != 0) {
+        const V absm = v_set1(0x7FFFFFFFu);
+        const uint32_t nz = (uint32_t)_mm512_test_epi32_mask(x, absm) | (uint32_t)_mm512_test_epi32_mask(y, absm) << 16;
+        if ((z & nz) != 0) return bf16_hw2(p, x, y, k, sat, nt);
+    }
+    st16_vec(p, h, 0x7F80, sat, nt);
     return true;
 }
 
 /* The streaming step (large calls, memory-bound), 64 lanes: convert first, then one test of the
  * 64 results. A result is +-0 only for a +-0 or subnormal input (a normal float32 rounds to a
- * normal bfloat16; inf and NaN stay nonzero), so a step without a zero result is done; one with
- * a zero result takes bf16_hw2's exact test, half by half. Out of cache the subnormal test on
+ * normal bfloat16; inf and NaN stay nonzero), so a step without a zero result is done; in one
+ * with a zero result, each half whose zero lanes all had a +-0 input (ReLU data) is done too
+ * (bf16_hw2z), a half with a subnormal input takes bf16_hw2. Out of cache the subnormal test on
  * the inputs was a sixth of the time: AMD EPYC Zen 5, 2^26, the own avx512 kernel, four
  * alternating runs (median of 9 calls each): 0.136-0.141 -> 0.111-0.117 ns/element, which is
  * float32 -> float16's 0.114-0.119 in the same runs; ReLU data (half +-0, every step takes
@@ -801,17 +822,23 @@ PRIM bool bf16_hw2(void *p, V x, V y, V k, int sat, int nt)
  * (0.031 against 0.029-0.030 ns, ReLU 0.031 against 0.026-0.030), so only streaming calls take
  * it (bench/RESULTS.md session 14). */
 #define MXP_SIMD_BF16_HW4 1
+/* On Intel (the CPUs dispatch.c sets to MXP__PREFETCH_L2) in cache too. Intel Xeon with
+ * AVX512_FP16 (CPU 4 of bench/RESULTS.md, session 31), 2^16 elements, one process per build,
+ * median of 301 calls, ns/element: data over [-8, 8] 0.054 (bf16_hw2 by halves) -> 0.049-0.052;
+ * ReLU data 0.054-0.055 -> 0.050-0.052. VCVTNE2PS2BF16 there: one instruction every 2 cycles,
+ * as VCVTNEPS2BF16, which converts half as many lanes. */
+#define MXP_SIMD_BF16_HW4_CACHE PF_L2
 PRIM bool bf16_hw4(unsigned char *p, V x0, V x1, V x2, V x3, V k, int sat, int nt)
 {
-    const V h0 = _mm512_inserti64x4(_mm512_castsi256_si512(CVTNEPS2BF16(x0)), CVTNEPS2BF16(x1), 1);
-    const V h1 = _mm512_inserti64x4(_mm512_castsi256_si512(CVTNEPS2BF16(x2)), CVTNEPS2BF16(x3), 1);
+    const V h0 = CVTNE2BF16(x0, x1), h1 = CVTNE2BF16(x2, x3);
     const V w = _mm512_set1_epi16(0x7FFF);
-    if ((_mm512_testn_epi16_mask(h0, w) | _mm512_testn_epi16_mask(h1, w)) == 0) {
+    const __mmask32 z0 = _mm512_testn_epi16_mask(h0, w), z1 = _mm512_testn_epi16_mask(h1, w);
+    if ((z0 | z1) == 0) {
         st16_vec(p, h0, 0x7F80, sat, nt);
         st16_vec(p + 64, h1, 0x7F80, sat, nt);
         return true;
     }
-    return bf16_hw2(p, x0, x1, k, sat, nt) && bf16_hw2(p + 64, x2, x3, k, sat, nt);
+    return bf16_hw2z(p, x0, x1, h0, z0, k, sat, nt) && bf16_hw2z(p + 64, x2, x3, h1, z1, k, sat, nt);
 }
 
 /* float8 -> float32 through VCVTPH2PS, as cvt_avx2.c's hw_e5m2_ld / hw_e4m3_ld (see there):
@@ -1424,9 +1451,9 @@ static SIMD_INLINE void bf16_f16_run(unsigned char *d, const unsigned char *s, s
      * prefetch comment; bench/RESULTS.md, session 30) */
     const int pf = nt && PF_L2;
     for (size_t i = 0; i + 32 <= n; i += 32) {
-        const __m256i lo = CVTNEPS2BF16(hw_f16_ld(s + 2 * i)), hi = CVTNEPS2BF16(hw_f16_ld(s + 2 * i + 32));
+        const V h = CVTNE2BF16(hw_f16_ld(s + 2 * i), hw_f16_ld(s + 2 * i + 32));
         if (pf) pf_line(s + 2 * i + MXP_SIMD_PREFETCH_DIST);
-        st16_words(d + 2 * i, lo, hi, 0x7F80, sat, nt);
+        st16_vec(d + 2 * i, h, 0x7F80, sat, nt);
     }
 }
 static void cvt_bf16_f16_hw__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)

@@ -75,7 +75,8 @@
  *                             format whose hw field is 1 (cvt_avx512.c registers those only on
  *                             CPUs that have the instruction)
  *   MXP_SIMD_BF16_HW4 with bf16_hw4(p, x, y, z, w, k, sat, nt): bf16_hw2 for 4*VL lanes, used by
- *                             streaming calls only (nt = 1)
+ *                             streaming calls (nt = 1), and by every call when
+ *                             MXP_SIMD_BF16_HW4_CACHE (a run-time condition) is nonzero
  *   MXP_SIMD_ST16_HI2 with st16_hi2(p, x, y, nt): the high words of x's and y's lanes to p in
  *                             element order (the stochastic bfloat16 fast step stores its sums so)
  *   MXP_SIMD_NARROW8_FAST with narrow8_fast4(p, x, y, z, w, D, add, minq, maxq, nt): 4*VL
@@ -937,7 +938,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
 #ifdef MXP_SIMD_BF16_HW
                 if (t.hw) {
 #ifdef MXP_SIMD_BF16_HW4
-                    if (nt) {
+                    if (nt || MXP_SIMD_BF16_HW4_CACHE) {
                         if (!bf16_hw4(d + 2 * i, x0, x1, x2, x3, bk, sat, nt)) break;
                         continue;
                     }
@@ -1956,8 +1957,8 @@ static SIMD_INLINE bool n64_step(unsigned char *p, V x0, V x1, V x2, V x3, const
         if (m_any(m_or(m_or(f32_sub(x0), f32_sub(x1)), m_or(f32_sub(x2), f32_sub(x3))))) return false;
 #ifdef MXP_SIMD_BF16_HW
         if (t.hw) { /* VCVTNEPS2BF16: its NaN rule is the reference's */
-            st16_words(p, CVTNEPS2BF16(x0), CVTNEPS2BF16(x1), 0x7F80, sat, nt);
-            st16_words(p + 4 * VL, CVTNEPS2BF16(x2), CVTNEPS2BF16(x3), 0x7F80, sat, nt);
+            st16_vec(p, CVTNE2BF16(x0, x1), 0x7F80, sat, nt);
+            st16_vec(p + 4 * VL, CVTNE2BF16(x2, x3), 0x7F80, sat, nt);
             return true;
         }
 #endif
