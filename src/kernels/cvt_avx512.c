@@ -290,8 +290,8 @@ PRIM void n8w_store(void *p, V b0, V b1, int nt) { n8w_put(p, n8w_pack(b0, b1), 
  * (words < 256) holding each code minus minq (mod 256; n8w_store_mn adds it back) and the lanes
  * outside the normal range, whose bytes are wrong. Two operations fewer per 32 lanes than
  * the session 21 step (the high and low words or-ed, n8w_tq, n8w_bad):
- *  - the kept lsb joins the sticky bit: s = (l | (h & 2^Dw)) != 0 (one VPTERNLOGD, then VPMINUW
- *    with 1), w = h | s, and tq = (w + 2^(Dw-1) - 1 - rebias) >> Dw rounds up iff the rounding
+ *  - the kept lsb joins the sticky bit: s = (l | (h & 2^Dw)) != 0 (since session 31 by a test
+ *    of each dword, n8m_word), w = h | s, and tq = (w + 2^(Dw-1) - 1 - rebias) >> Dw rounds up iff the rounding
  *    bit is set and anything below it, the kept lsb included, is nonzero: nearest-even, with
  *    no VPTESTMW and masked add for the lsb;
  *  - minq << Dw is subtracted in the same add (a multiple of 2^Dw: the rounding is unchanged),
@@ -309,7 +309,7 @@ typedef struct n8w_out {
 } n8w_out;
 /* the constants of n8w_step and narrow8_fast4t (pinned: gcc rebuilt some in every step) */
 typedef struct n8m_c {
-    V ilo, ihi, one, kb, k, qm, span;
+    V ilo, ihi, k, qm, span, km, b16;
     int Dw;
     uint32_t mn;
 } n8m_c;
@@ -320,27 +320,39 @@ PRIM n8m_c n8m_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
     c.mn = minq;
     c.ilo = n8w_ilo();
     c.ihi = n8w_ihi();
-    c.one = _mm512_set1_epi16(1);
-    c.kb = _mm512_set1_epi16((short)(1 << c.Dw));
     c.k = _mm512_set1_epi16((short)((add >> 16) - (minq << c.Dw))); /* add >> 16 = n8w_consts' k */
     c.qm = _mm512_set1_epi16((short)((1u << (15 - c.Dw)) - 1u));
     c.span = _mm512_set1_epi16((short)(maxq - minq));
+    c.km = v_set1(0xFFFFu | (uint32_t)1 << D); /* n8m_word: the low word and the kept lsb */
+    c.b16 = v_set1(0x10000u);
 #ifdef MXP_SIMD_PIN
-    /* opaque: clang 14 rewrote VPMINUW with 1 as VPTESTMW + VPMOVM2W + VPSRLW, three operations
-     * for one (f32 -> e5m2 in cache 0.048 ns/element against gcc's 0.036 on the AMD Zen 5) */
-    MXP_SIMD_PIN(c.one);
-    MXP_SIMD_PIN(c.kb);
+    /* opaque: clang 14 rewrote a VPMINUW with 1 of the session 22 step as VPTESTMW + VPMOVM2W +
+     * VPSRLW, three operations for one (f32 -> e5m2 in cache 0.048 ns/element against gcc's 0.036
+     * on the AMD Zen 5) */
     MXP_SIMD_PIN(c.k);
     MXP_SIMD_PIN(c.qm);
     MXP_SIMD_PIN(c.span);
+    MXP_SIMD_PIN(c.km);
+    MXP_SIMD_PIN(c.b16);
 #endif
     return c;
 }
-/* the high words of x and y (elements in order) with the sticky bit: h | ((l | (h & kb)) != 0) */
+/*
+ * The high words of x and y (elements in order) with the sticky bit: h | ((l | (h & kb)) != 0),
+ * set in each dword before the one VPERMT2W of the high words: VPTESTMD of u & (0xFFFF | 2^D)
+ * (the low word or the kept lsb nonzero) and a masked VPORD of bit 16. Until session 31 the low
+ * words went through a VPERMT2W of their own, then VPTERNLOGD, VPMINUW with 1 and VPORD on the
+ * words: the same operation count, but on the Intel Xeon of session 31 VPERMT2W issues one
+ * every 2 cycles, on the same port as the tests (VPTESTMD, VPCMPUW: one per cycle), and the
+ * float32 -> float8 step was bound there. There, f32 -> e5m2 in cache 0.0765 -> 0.066
+ * ns/element, e4m3fn 0.0815 -> 0.070 (one process per build, median of 301 calls, two
+ * alternating runs; bench/RESULTS.md, session 31). AMD Zen 4 and Zen 5 have not run it.
+ */
 PRIM V n8m_word(V x, V y, const n8m_c *c)
 {
-    const V h = _mm512_permutex2var_epi16(x, c->ihi, y), l = _mm512_permutex2var_epi16(x, c->ilo, y);
-    return _mm512_or_si512(h, _mm512_min_epu16(_mm512_ternarylogic_epi32(l, h, c->kb, 0xF8), c->one));
+    const V xs = _mm512_mask_or_epi32(x, _mm512_test_epi32_mask(x, c->km), x, c->b16);
+    const V ys = _mm512_mask_or_epi32(y, _mm512_test_epi32_mask(y, c->km), y, c->b16);
+    return _mm512_permutex2var_epi16(xs, c->ihi, ys);
 }
 PRIM V n8m_tq(V w, const n8m_c *c) { return srli16_dw(_mm512_add_epi16(w, c->k), c->Dw); }
 PRIM __mmask32 n8m_bad(V tq, const n8m_c *c)
