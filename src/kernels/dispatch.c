@@ -15,9 +15,10 @@
  * e4m3fn -> float32 / float64 / float16 / bfloat16, e5m2 -> float64 / float16 / bfloat16 and
  * e4m3fn <-> e5m2 (both modes) are byte-table kernels (mxp__cvt_register_avx512_vbmi).
  * The int8 matmul's avx512 kernels use VPDPBUSD where cpuid reports AVX512_VNNI (x86_detect),
- * AVX-512BW VPMADDWD otherwise (qmatmul_avx512.c). No kernel uses AVX512_FP16. A BF16, VNNI or
- * VBMI kernel is registered only when x86_detect says the CPU has the extension, never required
- * for the path.
+ * AVX-512BW VPMADDWD otherwise (qmatmul_avx512.c). On a CPU with AVX512_FP16 (Sapphire Rapids
+ * and later Intel Xeons) float64 -> float16 nearest-even is VCVTPD2PH
+ * (mxp__cvt_register_avx512_fp16). A BF16, VNNI, VBMI or FP16 kernel is registered only when
+ * x86_detect says the CPU has the extension, never required for the path.
  * AArch64: Advanced SIMD is baseline, so neon is always available there.
  *
  * The default is the best available path: avx512, avx2, scalar on x86-64 (the avx512 table
@@ -56,7 +57,7 @@ const char *mxp__isa_name(mxp__isa_id isa)
 #ifdef MXP_X86_CPUID
 typedef struct x86_features {
     bool avx2, avx512;  /* what the two paths require, OS support included */
-    bool bf16, fp16;    /* AVX512_BF16 (one extra kernel) / AVX512_FP16 (informational) */
+    bool bf16, fp16;    /* AVX512_BF16 (bfloat16 kernels) / AVX512_FP16 (float64 -> float16) */
     bool vnni;          /* AVX512_VNNI (int8 matmul kernels) */
     bool vbmi;          /* AVX512_VBMI (float8 byte-table kernels) */
     bool half_width;    /* AMD family 19h (Zen 4): 512-bit operations on 256-bit units */
@@ -164,6 +165,7 @@ static void build(mxp__isa_id isa)
         /* after the composed pairs: its float16 -> bfloat16 entry replaces one of them */
         if (x86_detect().bf16) mxp__cvt_register_avx512_bf16(k);
         mxp__cvt_register_avx512_f64(k, x86_detect().bf16); /* last: reads the float32 -> narrow entries */
+        if (x86_detect().fp16) mxp__cvt_register_avx512_fp16(k); /* float64 -> float16 */
         if (x86_detect().vbmi) mxp__cvt_register_avx512_vbmi(k); /* float8 sources by byte tables */
 #else
         mxp__cvt_register_avx512_f64(k, false);

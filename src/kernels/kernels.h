@@ -217,6 +217,8 @@ void mxp__cvt_register_avx512_pairs(mxp__kernels *k);
  * without the float32 block (cvt_simd_impl.h's n64_loop / w64_loop); last: its float64 -> narrow
  * kernels keep the float32 -> narrow entries the table has then, for the steps they leave */
 void mxp__cvt_register_avx512_f64(mxp__kernels *k, bool bf16);
+/* float64 -> float16 nearest-even by VCVTPD2PH: only on CPUs with AVX512_FP16 (dispatch.c) */
+void mxp__cvt_register_avx512_fp16(mxp__kernels *k);
 /* avx512 table on a CPU with AVX512_VBMI: e4m3fn -> float32 / float64 / float16 / bfloat16,
  * e5m2 -> float64 / float16 / bfloat16 and e4m3fn <-> e5m2 (both modes) by byte tables
  * (VPERMI2B); after every other avx512 registration */
