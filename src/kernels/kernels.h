@@ -129,11 +129,12 @@ extern size_t mxp__nt_threshold;
  * once by the dispatcher from the CPU (dispatch.c: on the CPUs where it was measured to help), read
  * by every streaming call. MXP__PREFETCH_OFF: never (AMD Zen 4, and CPUs not measured);
  * MXP__PREFETCH_L1: PREFETCHT0 in the float8 and stochastic narrowings (AMD Zen 5);
- * MXP__PREFETCH_L2: PREFETCHT2, there and in the nearest-even 16-bit narrowings, the
- * stochastic roundings from 16-bit sources, the float64 narrowings, float16 <-> bfloat16 and the
- * float8 <-> float8 stochastic kernel (Intel), where the in-cache float32 -> bfloat16 loop also
- * converts before it tests (cvt_avx512.c's MXP_SIMD_BF16_HW4_CACHE). Only speed depends on it,
- * never a result (tests/test_isa.c's mixed-data pass runs at every level). */
+ * MXP__PREFETCH_L2: PREFETCHT2 (and mostly PREFETCHT0 of a nearer line, cvt_avx512.c's pf_line),
+ * there and in the nearest-even 16-bit narrowings, the stochastic roundings from 16-bit sources,
+ * the float64 narrowings, float16 <-> bfloat16 and the float8 <-> float8 stochastic kernel
+ * (Intel), where the in-cache float32 -> bfloat16 loop also converts before it tests
+ * (cvt_avx512.c's MXP_SIMD_BF16_HW4_CACHE). Only speed depends on it, never a result
+ * (tests/test_isa.c's mixed-data pass runs at every level). */
 enum { MXP__PREFETCH_OFF = 0, MXP__PREFETCH_L1 = 1, MXP__PREFETCH_L2 = 2 };
 extern int mxp__avx512_prefetch;
 
