@@ -1500,26 +1500,31 @@ static SIMD_INLINE void bf16_f16_run(unsigned char *d, const unsigned char *s, s
         st16_vec(d + 2 * i, h, 0x7F80, sat, nt);
     }
 }
-static void cvt_bf16_f16_hw__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
-{
-    unsigned char *d = (unsigned char *)dst;
-    const unsigned char *s = (const unsigned char *)src;
-    size_t i = 0;
-    if (n >= 32 && n * 4 >= MXP_SIMD_NT_THRESHOLD && (uintptr_t)d % 2 == 0) {
-        /* streaming: 64-byte stores need a 64-byte aligned destination */
-        i = (64 - (uintptr_t)d % 64) % 64 / 2;
-        scalar_tail(MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, d, s, i, a, a->index0);
-        if (a->saturate) bf16_f16_run(d + 2 * i, s + 2 * i, n - i, 1, 1);
-        else bf16_f16_run(d + 2 * i, s + 2 * i, n - i, 0, 1);
-        _mm_sfence();
-    } else if (a->saturate) {
-        bf16_f16_run(d, s, n, 1, 0);
-    } else {
-        bf16_f16_run(d, s, n, 0, 0);
+/* A kernel whose loop run(d, s, n, sat, nt) takes 32 elements of ib bytes per step to 16-bit
+ * results (format D from S, nearest-even): streaming when the call is large (or a->stream), from
+ * the first 64-byte boundary of the destination, the head and the tail by the reference; the
+ * loop specialised on saturate and streaming. */
+#define HW16_KERNEL(name, D, S, ib, run)                                                       \
+    static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)             \
+    {                                                                                          \
+        unsigned char *d = (unsigned char *)dst;                                               \
+        const unsigned char *s = (const unsigned char *)src;                                   \
+        size_t i = 0;                                                                          \
+        if (n >= 32 && (n * ((ib) + 2) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) { \
+            i = (64 - (uintptr_t)d % 64) % 64 / 2; /* 64-byte streaming stores */              \
+            scalar_tail(D, S, MXP__RNE, d, s, i, a, a->index0);                                \
+            if (a->saturate) run(d + 2 * i, s + (ib) * i, n - i, 1, 1);                        \
+            else run(d + 2 * i, s + (ib) * i, n - i, 0, 1);                                    \
+            _mm_sfence();                                                                      \
+        } else if (a->saturate) {                                                              \
+            run(d, s, n, 1, 0);                                                                \
+        } else {                                                                               \
+            run(d, s, n, 0, 0);                                                                \
+        }                                                                                      \
+        const size_t done = i + (n - i) / 32 * 32;                                             \
+        scalar_tail(D, S, MXP__RNE, d + 2 * done, s + (ib) * done, n - done, a, a->index0 + done); \
     }
-    const size_t done = i + (n - i) / 32 * 32;
-    scalar_tail(MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, d + 2 * done, s + 2 * done, n - done, a, a->index0 + done);
-}
+HW16_KERNEL(cvt_bf16_f16_hw__avx512, MXP_BFLOAT16, MXP_FLOAT16, 2, bf16_f16_run)
 void mxp__cvt_register_avx512_bf16(mxp__kernels *k)
 {
     k->cvt[MXP_BFLOAT16][MXP_FLOAT32][MXP__RNE] = cvt_bf16_f32_hw__avx512;
@@ -1573,26 +1578,7 @@ static SIMD_INLINE void f64h_run(unsigned char *d, const unsigned char *s, size_
         }
     }
 }
-static void cvt_f16_f64_fp16__avx512(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
-{
-    unsigned char *d = (unsigned char *)dst;
-    const unsigned char *s = (const unsigned char *)src;
-    size_t i = 0;
-    if (n >= 32 && (n * 10 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % 2 == 0) {
-        /* streaming: 64-byte stores need a 64-byte aligned destination */
-        i = (64 - (uintptr_t)d % 64) % 64 / 2;
-        scalar_tail(MXP_FLOAT16, MXP_FLOAT64, MXP__RNE, d, s, i, a, a->index0);
-        if (a->saturate) f64h_run(d + 2 * i, s + 8 * i, n - i, 1, 1);
-        else f64h_run(d + 2 * i, s + 8 * i, n - i, 0, 1);
-        _mm_sfence();
-    } else if (a->saturate) {
-        f64h_run(d, s, n, 1, 0);
-    } else {
-        f64h_run(d, s, n, 0, 0);
-    }
-    const size_t done = i + (n - i) / 32 * 32;
-    scalar_tail(MXP_FLOAT16, MXP_FLOAT64, MXP__RNE, d + 2 * done, s + 8 * done, n - done, a, a->index0 + done);
-}
+HW16_KERNEL(cvt_f16_f64_fp16__avx512, MXP_FLOAT16, MXP_FLOAT64, 8, f64h_run)
 void mxp__cvt_register_avx512_fp16(mxp__kernels *k)
 {
     k->cvt[MXP_FLOAT16][MXP_FLOAT64][MXP__RNE] = cvt_f16_f64_fp16__avx512;
