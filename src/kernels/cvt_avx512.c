@@ -328,9 +328,9 @@ PRIM n8m_c n8m_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
     c.km = v_set1(0xFFFFu | (uint32_t)1 << D); /* n8m_word: the low word and the kept lsb */
     c.b16 = v_set1(0x10000u);
 #ifdef MXP_SIMD_PIN
-    /* opaque: clang 14 rewrote a VPMINUW with 1 of the session 22 step as VPTESTMW + VPMOVM2W +
-     * VPSRLW, three operations for one (f32 -> e5m2 in cache 0.048 ns/element against gcc's 0.036
-     * on the AMD Zen 5) */
+    /* opaque, so that the loops keep them in registers as they are: gcc rebuilt some in every
+     * step, and clang 14 once rewrote an operation with a constant as three (a VPMINUW with 1 of
+     * the session 22 step, f32 -> e5m2 in cache 0.048 ns/element against gcc's 0.036 on Zen 5) */
     MXP_SIMD_PIN(c.k);
     MXP_SIMD_PIN(c.qm);
     MXP_SIMD_PIN(c.span);

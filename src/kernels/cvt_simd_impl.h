@@ -14,7 +14,8 @@
  * nearest-even (MXP_SIMD_HW_F16 below), whose results equal the reference's for every input
  * whatever MXCSR says (checked on all 2^32 inputs with FTZ+DAZ set). AVX512_BF16's
  * VCVTNEPS2BF16 flushes float32 subnormal inputs, so cvt_avx512.c uses it only for steps
- * without one (MXP_SIMD_BF16_HW); AVX512_FP16 is not needed.
+ * without one (MXP_SIMD_BF16_HW); AVX512_FP16 is not needed here (cvt_avx512.c has one kernel
+ * of its own with it, float64 -> float16 by VCVTPD2PH, outside this file's loops).
  *
  * Shape of a narrowing kernel: two vectors per step; an inner loop runs the short fast path
  * while a cheap per-step check passes (bfloat16 without NaN; float16/float8 with every lane in
