@@ -32,6 +32,15 @@ static mxp_loss_scale make(mxp_loss_scale_kind kind, float scale, float min_scal
     return s;
 }
 
+/* scale is finite and > 0, read from its bits: a comparison would see a subnormal as 0 under
+ * the caller's DAZ */
+static bool positive_finite(float scale)
+{
+    uint32_t u;
+    memcpy(&u, &scale, sizeof u);
+    return u != 0 && u < 0x7F800000u; /* sign clear, not zero, exponent below inf / NaN */
+}
+
 mxp_loss_scale mxp_loss_scale_noop(void) { return make(MXP_LOSS_SCALE_NOOP, 1.0f, 1.0f); }
 
 mxp_loss_scale mxp_loss_scale_static(float scale) { return make(MXP_LOSS_SCALE_STATIC, scale, 0.0f); }
@@ -42,14 +51,18 @@ mxp_loss_scale mxp_loss_scale_static(float scale) { return make(MXP_LOSS_SCALE_S
  * from ever shrinking. loss_scale.h says why. */
 mxp_loss_scale mxp_loss_scale_dynamic(float initial_scale)
 {
-    const bool below_one = initial_scale > 0.0f && initial_scale < 1.0f;
+    const unsigned csr = mxp__fenv_enter_ieee(); /* a subnormal initial scale is > 0 under DAZ too */
+    MXP__PIN_F(initial_scale); /* kernels.h: the comparisons stay between enter and leave */
+    bool below_one = initial_scale > 0.0f && initial_scale < 1.0f;
+    MXP__PIN_R(below_one);
+    mxp__fenv_leave(csr);
     return make(MXP_LOSS_SCALE_DYNAMIC, initial_scale, below_one ? 0.0f : 1.0f);
 }
 
 /* NULL when s is valid, else a static description of the first broken rule. The rules are
  * docs/DESIGN.md's, for every kind (a static or no-op state carries the same fields), plus
  * 0 <= counter < period for a dynamic one (adjust relies on it). */
-static const char *invalid_reason(const mxp_loss_scale *s)
+static const char *invalid_reason_ieee(const mxp_loss_scale *s)
 {
     if ((unsigned)s->kind > MXP_LOSS_SCALE_DYNAMIC) return "kind must be noop, static or dynamic";
     if (s->period < 1) return "period must be >= 1";
@@ -62,6 +75,22 @@ static const char *invalid_reason(const mxp_loss_scale *s)
     if (s->kind == MXP_LOSS_SCALE_DYNAMIC && (s->counter < 0 || s->counter >= s->period))
         return "counter must be in 0 .. period-1";
     return NULL;
+}
+/* invalid_reason_ieee in the default IEEE environment (kernels.h, mxp__fenv_enter_ieee): under
+ * DAZ a subnormal scale or min_scale compared as 0, so a valid state with a tiny scale was
+ * refused and 0x1p-140 "was not > 0" (found by an audit, 2026-11-28) */
+static const char *invalid_reason(const mxp_loss_scale *s)
+{
+    mxp_loss_scale c = *s;
+    const unsigned csr = mxp__fenv_enter_ieee();
+    MXP__PIN_F(c.scale); /* kernels.h: the comparisons stay between enter and leave */
+    MXP__PIN_F(c.factor);
+    MXP__PIN_F(c.min_scale);
+    MXP__PIN_F(c.max_scale);
+    const char *why = invalid_reason_ieee(&c);
+    MXP__PIN_R(why);
+    mxp__fenv_leave(csr);
+    return why;
 }
 
 mxp_status mxp_loss_scale_validate(const mxp_loss_scale *s)
@@ -82,15 +111,15 @@ bool mxp_loss_scale_is_valid(mxp_loss_scale s) { return invalid_reason(&s) == NU
 mxp_status mxp_loss_scale_static_ex(float scale, mxp_loss_scale *out)
 {
     if (!out) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_static_ex: out must be non-NULL");
-    if (!(isfinite(scale) && scale > 0.0f))
+    if (!positive_finite(scale))
         return mxp__fail(MXP_EINVAL,
                          "mxp_loss_scale_static_ex: scale %g must be finite and > 0", (double)scale);
     *out = mxp_loss_scale_static(scale);
     return MXP_OK;
 }
 
-mxp_status mxp_loss_scale_dynamic_ex(float initial_scale, int32_t period, float factor,
-                                     float min_scale, float max_scale, mxp_loss_scale *out)
+static mxp_status dynamic_ex_ieee(float initial_scale, int32_t period, float factor, float min_scale,
+                                  float max_scale, mxp_loss_scale *out)
 {
     static const char fn[] = "mxp_loss_scale_dynamic_ex";
     if (!out) return mxp__fail(MXP_EINVAL, "%s: out must be non-NULL", fn);
@@ -121,7 +150,21 @@ mxp_status mxp_loss_scale_dynamic_ex(float initial_scale, int32_t period, float 
     return MXP_OK;
 }
 
-mxp_loss_scale mxp_loss_scale_adjust(mxp_loss_scale s, bool grads_finite)
+mxp_status mxp_loss_scale_dynamic_ex(float initial_scale, int32_t period, float factor,
+                                     float min_scale, float max_scale, mxp_loss_scale *out)
+{
+    const unsigned csr = mxp__fenv_enter_ieee(); /* the checks compare subnormals as they are */
+    MXP__PIN_F(initial_scale); /* kernels.h: the comparisons stay between enter and leave */
+    MXP__PIN_F(factor);
+    MXP__PIN_F(min_scale);
+    MXP__PIN_F(max_scale);
+    mxp_status st = dynamic_ex_ieee(initial_scale, period, factor, min_scale, max_scale, out);
+    MXP__PIN_R(st);
+    mxp__fenv_leave(csr);
+    return st;
+}
+
+static mxp_loss_scale adjust_ieee(mxp_loss_scale s, bool grads_finite)
 {
     if (s.kind != MXP_LOSS_SCALE_DYNAMIC || invalid_reason(&s)) return s;
     if (grads_finite) {
@@ -145,14 +188,43 @@ mxp_loss_scale mxp_loss_scale_adjust(mxp_loss_scale s, bool grads_finite)
     return s;
 }
 
+/* jmp's rule in float32 arithmetic of the default IEEE environment whatever the caller's MXCSR:
+ * under FTZ a shrink to a subnormal scale would flush to 0 and leave the scale where it was */
+mxp_loss_scale mxp_loss_scale_adjust(mxp_loss_scale s, bool grads_finite)
+{
+    const unsigned csr = mxp__fenv_enter_ieee();
+    MXP__PIN_F(s.scale); /* kernels.h: the arithmetic stays between enter and leave */
+    MXP__PIN_F(s.factor);
+    MXP__PIN_F(s.min_scale);
+    MXP__PIN_F(s.max_scale);
+    mxp_loss_scale r = adjust_ieee(s, grads_finite);
+    MXP__PIN_F(r.scale);
+    mxp__fenv_leave(csr);
+    return r;
+}
+
 bool mxp_loss_scale_at_min(mxp_loss_scale s)
 {
-    return s.kind == MXP_LOSS_SCALE_DYNAMIC && (s.scale <= s.min_scale || !(s.scale / s.factor > 0.0f));
+    const unsigned csr = mxp__fenv_enter_ieee();
+    MXP__PIN_F(s.scale); /* kernels.h: the arithmetic stays between enter and leave */
+    MXP__PIN_F(s.factor);
+    MXP__PIN_F(s.min_scale);
+    bool r = s.kind == MXP_LOSS_SCALE_DYNAMIC && (s.scale <= s.min_scale || !(s.scale / s.factor > 0.0f));
+    MXP__PIN_R(r);
+    mxp__fenv_leave(csr);
+    return r;
 }
 
 float mxp_loss_scale_scale(mxp_loss_scale s, float loss)
 {
-    return s.kind == MXP_LOSS_SCALE_NOOP ? loss : loss * s.scale;
+    if (s.kind == MXP_LOSS_SCALE_NOOP) return loss;
+    const unsigned csr = mxp__fenv_enter_ieee();
+    MXP__PIN_F(loss); /* kernels.h: the multiply stays between enter and leave */
+    MXP__PIN_F(s.scale);
+    float r = loss * s.scale;
+    MXP__PIN_F(r);
+    mxp__fenv_leave(csr);
+    return r;
 }
 
 /* ---- the array passes (kernels do the work) ---------------------------------------------- */
@@ -188,7 +260,7 @@ static mxp_status check_buffer(const char *fn, const char *what, const void *x, 
  * would flip every gradient's sign while reporting success. */
 static mxp_status check_scale(const char *fn, float scale)
 {
-    if (isfinite(scale) && scale > 0.0f) return MXP_OK;
+    if (positive_finite(scale)) return MXP_OK;
     return mxp__fail(MXP_EINVAL, "%s: scale %g is not a loss scale (expected finite and > 0)", fn,
                      (double)scale);
 }
@@ -504,9 +576,16 @@ static bool parse_hex_float(const char *p, size_t len, float *out)
         if (m >> 24) return false; /* more than 24 significant bits: not a float32 */
         long e = exp + scale2;
         if (e < -149 - 24 || e > 128) return false;
-        double v = ldexp((double)m, (int)e); /* exact: m < 2^24, v within double range */
+        /* exact: m < 2^24, v within double range; the narrowing in the default IEEE environment
+         * (under the caller's FTZ a subnormal float32 flushed to 0 and the text was refused) */
+        const unsigned csr = mxp__fenv_enter_ieee();
+        double v = ldexp((double)m, (int)e);
+        MXP__PIN_F(v); /* kernels.h: the narrowing stays between enter and leave */
         f = (float)v;
-        if ((double)f != v) return false; /* out of float range or below its precision */
+        bool exact = (double)f == v; /* else out of float range or below its precision */
+        MXP__PIN_R(exact);
+        mxp__fenv_leave(csr);
+        if (!exact) return false;
     }
     *out = neg ? -f : f;
     return true;

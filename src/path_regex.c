@@ -292,9 +292,13 @@ static int parse_dup(parser *p, int *min, int *max)
         return fail(p, "malformed interval at offset %zu (expected '{m}', '{m,}', '{m,n}' or '{,n}' "
                        "with decimal m, n; a literal '{' is written '\\{')",
                     at);
-    if (lo > MXP_POLICY_MAP_REPEAT_MAX || hi > MXP_POLICY_MAP_REPEAT_MAX)
-        return fail(p, "interval bound %lu at offset %zu exceeds MXP_POLICY_MAP_REPEAT_MAX (%d)",
-                    lo > hi ? lo : hi, at, MXP_POLICY_MAP_REPEAT_MAX);
+    if (lo > MXP_POLICY_MAP_REPEAT_MAX || hi > MXP_POLICY_MAP_REPEAT_MAX) {
+        /* the interval as written: the bounds stop growing at 10^6 while they are read, so a
+         * number would misquote a longer one */
+        const size_t len = j + 1 - at;
+        return fail(p, "interval '%.*s%s' at offset %zu has a bound above MXP_POLICY_MAP_REPEAT_MAX (%d)",
+                    (int)(len > 48 ? 44 : len), k + at, len > 48 ? "...}" : "", at, MXP_POLICY_MAP_REPEAT_MAX);
+    }
     if (has_hi && lo > hi)
         return fail(p, "interval '{%lu,%lu}' at offset %zu: the minimum is above the maximum", lo, hi, at);
     *min = (int)lo;

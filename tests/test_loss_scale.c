@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "mixprec.h"
+#include "finite.h"
 #include "test_util.h"
 
 static uint64_t rng_state = 0x0DDB1A5E5BAD5EEDull;
@@ -654,6 +655,74 @@ static void test_shrink_never_reaches_zero(void **state)
     assert_false(mxp_loss_scale_at_min(s));
 }
 
+/* ---- the caller's flush-to-zero / denormals-are-zero (audit, 2026-11-28) ----------------- */
+
+/* Every call with a subnormal scale answers under FTZ + DAZ what it answers without them. The
+ * expected values are worked out by hand: 2^-140 is a positive float32 (a subnormal), half of
+ * 2^-148 is 2^-149, 2^-140 * 1 = 2^-140, 2^140 overflows float32. Before the fix, DAZ made
+ * 2^-140 compare as 0: mxp_unscale_check_s refused it ("scale 0 is not a loss scale") and
+ * mxp_loss_scale_dynamic gave min_scale 1 > scale, an invalid state. */
+static void check_tiny_scales(bool flushing)
+{
+    const float tiny = 0x1p-140f;
+    float x[2] = {1.0f, 0.0f};
+    bool fin = true;
+    assert_int_equal(mxp_unscale_check_s(x, MXP_FLOAT32, 2, tiny, &fin), MXP_OK);
+    /* inv = 1 / 2^-140 = 2^140 overflows float32 to inf: 1 * inf = inf, 0 * inf = NaN */
+    assert_false(fin);
+    assert_true(isinf(x[0]) && x[0] > 0.0f);
+    assert_true(isnan(x[1]));
+    /* the subnormal 2^-127 has a finite inverse, 2^127: 2^-126 * 2^127 = 2 */
+    float g = 3.0f;
+    assert_true(mxp_unscale_check_into(&g, MXP_FLOAT32, &(float){0x1p-126f}, MXP_FLOAT32, 1, 0x1p-127f));
+    uint32_t gb;
+    memcpy(&gb, &g, 4);
+    assert_int_equal(gb, 0x40000000u);
+
+    mxp_loss_scale d = mxp_loss_scale_dynamic(tiny);
+    assert_true(mxp_loss_scale_is_valid(d));
+    assert_int_equal(mxp_loss_scale_validate(&d), MXP_OK);
+    assert_true(d.min_scale == 0.0f && memcmp(&d.scale, &tiny, 4) == 0);
+    mxp_loss_scale st;
+    assert_int_equal(mxp_loss_scale_static_ex(tiny, &st), MXP_OK);
+    assert_int_equal(mxp_loss_scale_dynamic_ex(tiny, 10, 2.0f, 0x1p-145f, INFINITY, &st), MXP_OK);
+    const float scaled = mxp_loss_scale_scale(st, 1.0f);
+    assert_true(memcmp(&scaled, &tiny, 4) == 0);
+
+    /* a shrink to the smallest subnormal happens (FTZ flushed the quotient to 0, so it stayed) */
+    mxp_loss_scale s = mxp_loss_scale_dynamic(tiny);
+    s.scale = 0x1p-148f;
+    s = mxp_loss_scale_adjust(s, false);
+    const float smallest = 0x1p-149f;
+    assert_true(memcmp(&s.scale, &smallest, 4) == 0);
+    assert_true(mxp_loss_scale_at_min(s)); /* half of 2^-149 rounds to 0 */
+
+    /* save / restore keeps the subnormal fields (FTZ turned their text into a refusal) */
+    s.min_scale = 0x1p-149f;
+    char buf[256];
+    assert_true(mxp_loss_scale_save(&s, buf, sizeof buf) > 0);
+    mxp_loss_scale back;
+    assert_int_equal(mxp_loss_scale_restore(buf, &back), MXP_OK);
+    assert_true(same_state(&s, &back));
+    (void)flushing;
+}
+
+static void test_tiny_scales_under_ftz_daz(void **state)
+{
+    (void)state;
+    check_tiny_scales(false);
+    if (!mxp__fp_set_flush_denormals(true)) {
+        print_message("FTZ/DAZ cannot be set on this target: checked in the default mode only\n");
+        return;
+    }
+    check_tiny_scales(true);
+    /* the caller's mode is left as it was */
+    volatile float t = 0x1p-140f, two = 2.0f;
+    const bool still_flushing = t / two == 0.0f || t * two == 0.0f;
+    mxp__fp_set_flush_denormals(false);
+    assert_true(still_flushing);
+}
+
 /* ---- checked constructors, reporting adjust, NULL handling (issue 16) ---------------------- */
 
 static void test_checked_constructors(void **state)
@@ -865,6 +934,7 @@ int main(void)
         cmocka_unit_test(test_adjust_reports_invalid),
         cmocka_unit_test(test_null_everywhere),
         cmocka_unit_test(test_select_overlap),
+        cmocka_unit_test(test_tiny_scales_under_ftz_daz),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -261,7 +261,11 @@ static void test_error_messages(void **state)
     expect_refusal("a{", "malformed interval at offset 1");
     expect_refusal("a{}", "malformed interval at offset 1");
     expect_refusal("a{1", "malformed interval at offset 1");
-    expect_refusal("x{256}", "interval bound 256 at offset 1 exceeds MXP_POLICY_MAP_REPEAT_MAX (255)");
+    expect_refusal("x{256}", "interval '{256}' at offset 1 has a bound above MXP_POLICY_MAP_REPEAT_MAX (255)");
+    /* the bounds are read up to 10^6: a longer number is quoted as written, not as read */
+    expect_refusal("a{99999999999999999999}", "interval '{99999999999999999999}' at offset 1");
+    expect_refusal("a{1,99999999999999999999999999999999999999999999999999999999}",
+                   "interval '{1,99999999999999999999999999999999999999999...}' at offset 1");
     expect_refusal("a{0,300}", "MXP_POLICY_MAP_REPEAT_MAX");
     expect_refusal("(a)\\1", "back-reference '\\1' at offset 3");
     expect_refusal("\\d+", "unsupported escape '\\d' at offset 0");

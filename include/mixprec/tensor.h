@@ -169,7 +169,11 @@ MXP_API mxp_status mxp_tree_cast_ex(const mxp_tree *src, mxp_dtype dtype,
  * Cast src into a preallocated tree without allocating: dst must hold exactly the names of src
  * (any order), each with the same shape; a floating leaf of src needs a `dtype` leaf in dst,
  * an integer/bool leaf of src a leaf of the same dtype in dst (copied as it is).
- * Everything is checked before anything is written.
+ * Everything is checked before anything is written. Each dst leaf's buffer must be disjoint from
+ * its src leaf's (or the very same buffer, with same-size elements: converted in place); that is
+ * checked. Buffers shared across different leaves (a dst leaf borrowing another leaf's src or
+ * dst memory) are not checked - it would take time quadratic in the number of leaves - and
+ * give unspecified contents.
  * @retval MXP_OK        every leaf of dst written
  * @retval MXP_EINVAL    NULL tree, `dtype` not floating, the trees' counts differ, or a shape
  *                       or dtype mismatch (the message names the first mismatching tensor)

@@ -28,6 +28,7 @@
  * The library never prints: mxp_isa_fallback() tells a caller that a request was not followed
  * and why, mxp_isa_requested() what the request was.
  */
+#include <fenv.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,7 +432,7 @@ static char requested[64];
 static bool has_request;
 static char fallback[192];
 
-static void init(void)
+static void init_tables(void)
 {
     for (int i = 0; i < MXP__ISA_COUNT; i++) {
         available[i] = cpu_has((mxp__isa_id)i);
@@ -457,6 +458,21 @@ static void init(void)
         snprintf(requested, sizeof requested, "%s", env);
     }
     active = select_from(env, fallback, sizeof fallback);
+}
+
+/* The one-time setup runs whatever floating-point environment the first caller has: it checks
+ * kernels against the reference on values that include NaN (cvt_avx512.c's f8s_fill compares
+ * them), so with the caller's exceptions unmasked (feenableexcept(FE_INVALID)) the first call of
+ * mxp_isa() or mxp_convert() died of SIGFPE until 2026-11-28. feholdexcept saves the environment
+ * (x87 and SSE on x86), clears the flags and masks every exception; fesetenv puts the caller's
+ * environment back, flags and traps as they were. tests/test_fenv_first.c calls each entry point
+ * first in a fresh process with every exception unmasked. */
+static void init(void)
+{
+    fenv_t env;
+    const int held = feholdexcept(&env) == 0;
+    init_tables();
+    if (held) fesetenv(&env);
 }
 
 mxp__isa_id mxp__isa_select(const char *request)

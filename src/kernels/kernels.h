@@ -177,6 +177,30 @@ static inline unsigned mxp__fenv_enter_ieee(void) { return 0; }
 static inline void mxp__fenv_leave(unsigned csr) { (void)csr; }
 #endif
 
+/*
+ * Pins for float arithmetic written inline between mxp__fenv_enter(_ieee) and mxp__fenv_leave.
+ * Compilers do not know that MXCSR changes what an addition, a multiply or a comparison gives:
+ * gcc 12 moved `loss * scale` of mxp_loss_scale_scale past the leave (after the caller's FTZ
+ * was back). A kernel call between them is safe (a call is opaque); plain arithmetic is not.
+ * So pin its inputs after the enter and its results before the leave:
+ *     csr = mxp__fenv_enter_ieee(); MXP__PIN_F(a); MXP__PIN_F(b); r = a * b; MXP__PIN_F(r);
+ *     mxp__fenv_leave(csr);
+ * MXP__PIN_F takes a float or double lvalue (kept in a vector register), MXP__PIN_R an integer,
+ * bool or pointer (a general register); each is an empty volatile asm that "changes" the value,
+ * so nothing computed from it moves above it and nothing it takes moves below it, and volatile
+ * asms stay in order with the MXCSR accesses. Without GNU asm the enter/leave are no-ops.
+ */
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && defined(__SSE__)
+#define MXP__PIN_F(v) __asm__ __volatile__("" : "+x"(v))
+#define MXP__PIN_R(v) __asm__ __volatile__("" : "+r"(v))
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#define MXP__PIN_F(v) __asm__ __volatile__("" : "+w"(v))
+#define MXP__PIN_R(v) __asm__ __volatile__("" : "+r"(v))
+#else
+#define MXP__PIN_F(v) ((void)0)
+#define MXP__PIN_R(v) ((void)0)
+#endif
+
 /* Register functions, one per (operation family, ISA) file. The scalar ones fill every entry. */
 void mxp__cvt_register_scalar(mxp__kernels *k);
 void mxp__finite_register_scalar(mxp__kernels *k);
