@@ -472,10 +472,24 @@ mxp_status mxp_quantize_fp8_ex(void *q, mxp_dtype fmt, float *scales, const void
 
 /* ---- dequantizers ------------------------------------------------------------------------ */
 
+/* finite and > 0, from the bits: under the caller's DAZ a comparison sees a subnormal as 0 */
+static bool positive_finite(float f)
+{
+    const uint32_t u = bits_of(f);
+    return u != 0 && u < NONFINITE;
+}
+
+/* f < 0 (NaN and -0 are not), from the bits, as positive_finite */
+static bool negative(float f)
+{
+    const uint32_t u = bits_of(f);
+    return (u >> 31) && (u & 0x7FFFFFFFu) != 0 && (u & 0x7FFFFFFFu) <= NONFINITE;
+}
+
 static mxp_status check_scales(const char *fn, const float *scales, size_t ns)
 {
     for (size_t i = 0; i < ns; i++)
-        if (!(scales[i] > 0.0f && scales[i] <= FLT_MAX))
+        if (!positive_finite(scales[i]))
             return mxp__fail(MXP_EINVAL, "%s: scales[%zu] = %g is not finite and > 0", fn, i,
                              (double)scales[i]);
     return MXP_OK;
@@ -865,7 +879,7 @@ mxp_status mxp_fp8_quantize_delayed(void *q, const void *x, mxp_dtype xt, size_t
 mxp_status mxp_fp8_scaler_set_amax(mxp_fp8_scaler *s, float amax)
 {
     if (!s) return mxp__fail(MXP_EINVAL, "mxp_fp8_scaler_set_amax: scaler is NULL");
-    if (amax < 0.0f) return mxp__fail(MXP_EINVAL, "mxp_fp8_scaler_set_amax: amax %g is negative", (double)amax);
+    if (negative(amax)) return mxp__fail(MXP_EINVAL, "mxp_fp8_scaler_set_amax: amax %g is negative", (double)amax);
     uint32_t a = bits_of(amax) & 0x7FFFFFFFu; /* -0 -> 0 (NaN of either sign -> canonical) */
     if (a > NONFINITE) a = 0x7FC00000u;
     s->amax = f32_of(a);
@@ -887,10 +901,10 @@ static float delayed_scale(const mxp_fp8_recipe *r, float h)
 mxp_status mxp_fp8_scaler_update(mxp_fp8_scaler *s)
 {
     if (!s) return mxp__fail(MXP_EINVAL, "mxp_fp8_scaler_update: scaler is NULL");
-    const float a = s->amax;
+    const float a = s->amax; /* >= 0 or NaN (set_amax): tested by its bits, which DAZ cannot flush */
     s->amax = 0.0f;
-    if (a == 0.0f) return MXP_OK;
-    if (!(a <= FLT_MAX)) {
+    if ((bits_of(a) & 0x7FFFFFFFu) == 0) return MXP_OK;
+    if ((bits_of(a) & 0x7FFFFFFFu) >= NONFINITE) {
         s->nonfinite++;
         return MXP_OK;
     }
@@ -1085,15 +1099,17 @@ mxp_status mxp_fp8_scaler_restore(const char *text, mxp_fp8_scaler **out)
                          (int)(vlen[bad] < 40 ? vlen[bad] : 40), val[bad], rfield[bad]);
     const char *why = recipe_invalid(&r);
     if (why) return mxp__fail(MXP_EINVAL, "%s: invalid recipe: %s", fn, why);
-    if (!(scale > 0.0f && scale <= FLT_MAX))
+    if (!positive_finite(scale))
         return mxp__fail(MXP_EINVAL, "%s: scale %g is not finite and > 0", fn, (double)scale);
     const mxp__qfenv env = mxp__qfenv_enter();
-    const float want_inv = 1.0f / scale;
+    MXP__PIN_F(scale); /* kernels.h: gcc 12 moved the division after the leave, into the caller's FTZ */
+    float want_inv = 1.0f / scale;
+    MXP__PIN_F(want_inv);
     mxp__qfenv_leave(env);
     if (bits_of(inv) != bits_of(want_inv))
         return mxp__fail(MXP_EINVAL, "%s: scale_inv %a is not 1 / scale = %a", fn, (double)inv,
                          (double)want_inv);
-    if (amax < 0.0f) return mxp__fail(MXP_EINVAL, "%s: amax %g is negative", fn, (double)amax);
+    if (negative(amax)) return mxp__fail(MXP_EINVAL, "%s: amax %g is negative", fn, (double)amax);
     /* Count the history's entries before allocating: the allocation never exceeds what the
      * text itself holds (a short text cannot claim a history of 2^32 entries). */
     size_t entries = 1;

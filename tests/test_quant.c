@@ -898,6 +898,65 @@ static void same_scaler(const mxp_fp8_scaler *a, const mxp_fp8_scaler *b)
     assert_memory_equal(ha, hb, ra.history_len * 4);
 }
 
+/* The delayed-scaling state under the caller's FTZ + DAZ behaves as without them (audit,
+ * 2026-11-28). Expected values by hand: amax 2^-130 (a subnormal) gives 448 / 2^-130 = 2^138.8,
+ * above FLT_MAX, so scale = FLT_MAX and scale_inv = 1 / FLT_MAX (a subnormal, about 2^-128);
+ * amax FLT_MAX with margin 64 gives 448 / FLT_MAX / 2^64, below the floor: scale = 2^-127 (a
+ * subnormal) and scale_inv = 2^127. Before the fix, DAZ made update skip the subnormal amax (it
+ * compared equal to 0) and refused the restored scale 2^-127 (not > 0), and restore computed
+ * 1 / FLT_MAX after giving the caller's FTZ back (gcc moved the division), so the text of a
+ * valid state was refused. */
+static void scaler_extremes(bool flushing, mxp_fp8_scaler *out[2])
+{
+    (void)flushing;
+    mxp_fp8_recipe r = mxp_fp8_recipe_default(MXP_FLOAT8_E4M3FN);
+    r.history_len = 4;
+    mxp_fp8_scaler *a = NULL, *b = NULL;
+    assert_int_equal(mxp_fp8_scaler_new(&r, &a), MXP_OK);
+    assert_int_equal(mxp_fp8_scaler_set_amax(a, 0x1p-130f), MXP_OK);
+    assert_int_equal(mxp_fp8_scaler_update(a), MXP_OK);
+    assert_int_equal(tu_bits32(mxp_fp8_scaler_scale(a)), tu_bits32(FLT_MAX));
+    const float hist_a = 0x1p-130f;
+    float h[4];
+    mxp_fp8_scaler_history(a, h, 4);
+    assert_int_equal(tu_bits32(h[0]) == tu_bits32(hist_a) || tu_bits32(h[3]) == tu_bits32(hist_a), 1);
+    r.margin = 64;
+    assert_int_equal(mxp_fp8_scaler_new(&r, &b), MXP_OK);
+    assert_int_equal(mxp_fp8_scaler_set_amax(b, FLT_MAX), MXP_OK);
+    assert_int_equal(mxp_fp8_scaler_update(b), MXP_OK);
+    assert_int_equal(tu_bits32(mxp_fp8_scaler_scale(b)), tu_bits32(0x1p-127f));
+    assert_int_equal(tu_bits32(mxp_fp8_scaler_scale_inv(b)), tu_bits32(0x1p127f));
+    /* a negative subnormal amax is refused, -0 is not */
+    assert_int_equal(mxp_fp8_scaler_set_amax(b, -0x1p-140f), MXP_EINVAL);
+    assert_int_equal(mxp_fp8_scaler_set_amax(b, -0.0f), MXP_OK);
+    out[0] = a;
+    out[1] = b;
+}
+
+static void test_scaler_under_ftz_daz(void **state)
+{
+    (void)state;
+    mxp_fp8_scaler *plain[2], *flushed[2];
+    scaler_extremes(false, plain);
+    char text[2][4096];
+    for (int i = 0; i < 2; i++) assert_true(mxp_fp8_scaler_save(plain[i], text[i], sizeof text[i]) > 0);
+    const bool ftz = mxp__fp_set_flush_denormals(true);
+    if (!ftz) print_message("FTZ/DAZ cannot be set on this target: checked in the default mode only\n");
+    scaler_extremes(true, flushed);
+    mxp_fp8_scaler *back[2] = {NULL, NULL};
+    mxp_status st[2];
+    for (int i = 0; i < 2; i++) st[i] = mxp_fp8_scaler_restore(text[i], &back[i]);
+    if (ftz) mxp__fp_set_flush_denormals(false);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(st[i], MXP_OK);
+        same_scaler(plain[i], flushed[i]);
+        same_scaler(plain[i], back[i]);
+        mxp_fp8_scaler_free(plain[i]);
+        mxp_fp8_scaler_free(flushed[i]);
+        mxp_fp8_scaler_free(back[i]);
+    }
+}
+
 static void test_save_restore(void **state)
 {
     (void)state;
@@ -1387,6 +1446,7 @@ int main(void)
         cmocka_unit_test(test_delayed_trajectory),
         cmocka_unit_test(test_delayed_narrow_inputs),
         cmocka_unit_test(test_save_restore),
+        cmocka_unit_test(test_scaler_under_ftz_daz),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_one_pass_nonfinite),
         cmocka_unit_test(test_fp_environment),
