@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -136,31 +137,69 @@ static const char *dtype_list(void)
 
 /* ---- jansson with a memory budget ---------------------------------------------------------- */
 
-typedef union {
+/*
+ * jansson allocates through budget_malloc while a header is parsed (armed). The budget counts
+ * what the allocations cost, not only what they ask for: each also pays our head and glibc's
+ * chunk header (ALLOC_OVERHEAD), so 13 million empty strings in a 39 MB header are refused
+ * instead of taking 156 MB (an audit, 2026-11-28).
+ *
+ * Running over the budget must not return NULL to jansson's lexer: jansson 2.14 ignores a
+ * failed append to its string buffer (lex_save), loses the closing quote and copies past the
+ * buffer's end, so a valid header with one 1.1 MB string crashed every subcommand with heap
+ * corruption. Instead the parse is abandoned: budget_malloc longjmps back to parse_json, which
+ * frees every allocation made since it began (each is on the thread's list) and reports the
+ * budget rule. jansson keeps no state of its own across calls that this could break (its
+ * hashtable seed is set once, without allocating), and nothing else runs between the setjmp
+ * and the longjmp. A genuine out-of-memory inside the parse takes the same way out.
+ */
+typedef struct alloc_meta {
     size_t size;
+    struct alloc_meta *prev, *next; /* the thread's list of allocations since arm() */
+    int tracked;
+} alloc_meta;
+typedef union {
+    alloc_meta m;
     max_align_t align;
 } alloc_head;
+#define ALLOC_OVERHEAD (sizeof(alloc_head) + 16)
 
 static _Thread_local int t_armed;
 static _Thread_local size_t t_used, t_budget;
-static _Thread_local int t_over;
+static _Thread_local int t_over, t_oom;
+static _Thread_local alloc_meta *t_list;
+static _Thread_local int t_jump_ok; /* inside parse_json's json_loadb */
+static _Thread_local jmp_buf t_jump;
 
 static void *budget_malloc(size_t n)
 {
+    if (n > SIZE_MAX - ALLOC_OVERHEAD) return NULL;
+    const size_t cost = n + ALLOC_OVERHEAD;
     if (t_armed) {
-        if (n > t_budget - t_used) {
+        if (cost > t_budget - t_used) {
             t_over = 1;
+            if (t_jump_ok) longjmp(t_jump, 1);
             return NULL;
         }
-        t_used += n;
+        t_used += cost;
     }
-    if (n > SIZE_MAX - sizeof(alloc_head)) return NULL;
     alloc_head *h = malloc(sizeof(alloc_head) + n);
     if (!h) {
-        if (t_armed) t_used -= n;
+        if (t_armed) {
+            t_used -= cost;
+            t_oom = 1;
+            if (t_jump_ok) longjmp(t_jump, 1);
+        }
         return NULL;
     }
-    h->size = n;
+    h->m.size = n;
+    h->m.tracked = t_armed;
+    h->m.prev = NULL;
+    h->m.next = NULL;
+    if (t_armed) {
+        h->m.next = t_list;
+        if (t_list) t_list->prev = &h->m;
+        t_list = &h->m;
+    }
     return h + 1;
 }
 
@@ -168,7 +207,13 @@ static void budget_free(void *p)
 {
     if (!p) return;
     alloc_head *h = (alloc_head *)p - 1;
-    if (t_armed && t_used >= h->size) t_used -= h->size;
+    if (h->m.tracked) { /* allocated and freed by this thread while armed */
+        if (h->m.prev) h->m.prev->next = h->m.next;
+        else t_list = h->m.next;
+        if (h->m.next) h->m.next->prev = h->m.prev;
+        const size_t cost = h->m.size + ALLOC_OVERHEAD;
+        t_used = t_used >= cost ? t_used - cost : 0;
+    }
     free(h);
 }
 
@@ -181,10 +226,49 @@ static void arm(size_t budget)
     t_armed = 1;
     t_used = 0;
     t_over = 0;
+    t_oom = 0;
+    t_list = NULL;
     t_budget = budget;
 }
 
-static void disarm(void) { t_armed = 0; }
+/* Stop counting: what is still allocated becomes ordinary memory (any thread may free it). */
+static void disarm(void)
+{
+    for (alloc_meta *m = t_list; m;) {
+        alloc_meta *next = m->next;
+        m->tracked = 0;
+        m->prev = m->next = NULL;
+        m = next;
+    }
+    t_list = NULL;
+    t_armed = 0;
+}
+
+/* json_loadb under the armed budget. NULL with *over set when the budget ran out (or memory did:
+ * *oom), everything the parse had allocated freed; NULL with neither set for invalid JSON. */
+static json_t *parse_json(const char *text, size_t n, json_error_t *err, int *over, int *oom)
+{
+    *over = *oom = 0;
+    t_jump_ok = 1;
+    if (setjmp(t_jump) != 0) {
+        t_jump_ok = 0;
+        for (alloc_meta *m = t_list; m;) {
+            alloc_meta *next = m->next;
+            free((alloc_head *)m);
+            m = next;
+        }
+        t_list = NULL;
+        t_used = 0;
+        *over = t_over;
+        *oom = t_oom;
+        return NULL;
+    }
+    json_t *root = json_loadb(text, n, JSON_REJECT_DUPLICATES, err);
+    t_jump_ok = 0;
+    *over = t_over;
+    *oom = t_oom;
+    return root;
+}
 
 /* ---- the open file --------------------------------------------------------------------------- */
 
@@ -500,16 +584,19 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
         /* jansson would say "'[' or '{' expected"; say it in our terms */
     }
     json_error_t jerr;
-    size_t budget = s->size > (1u << 20) ? (size_t)s->size : (1u << 20);
-    arm(budget);
-    json_t *root = json_loadb(text, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-    int over = t_over;
+    /* the file's size (at least 1 MiB), less the copy of the header text just made */
+    const size_t budget = s->size > (1u << 20) ? (size_t)s->size : (1u << 20);
+    const size_t text_cost = (size_t)n + 1 + ALLOC_OVERHEAD;
+    arm(budget > text_cost ? budget - text_cost : 0);
+    int over, oom;
+    json_t *root = parse_json(text, (size_t)n, &jerr, &over, &oom);
     free(text);
     mxst_tensor *t = NULL;
     char **meta = NULL;
     size_t nt = 0, nm = 0;
     if (!root) {
         disarm();
+        if (oom) return fail(MXP_ENOMEM, "%s: out of memory parsing a %llu-byte header", file, (unsigned long long)n);
         if (over)
             return fail(MXP_EFORMAT,
                         "%s: the JSON header needs more than %zu bytes of memory to "
@@ -695,7 +782,9 @@ static mxp_status open_shard_fd(shard *s, const char *path)
     s->fd = -1;
     s->path = strdup(path);
     if (!s->path) return fail(MXP_ENOMEM, "out of memory");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer (forever); the check
+     * below refuses it, and a regular file's reads never block, so the flag then goes */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return fail(MXP_EIO, "%s: cannot open: %s", SHOW(path), strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
@@ -706,6 +795,8 @@ static mxp_status open_shard_fd(shard *s, const char *path)
         close(fd);
         return fail(MXP_EIO, "%s: not a regular file", SHOW(path));
     }
+    const int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     s->fd = fd;
     s->size = (uint64_t)sb.st_size;
     s->dev = (uint64_t)sb.st_dev;
@@ -830,12 +921,19 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict)
     size_t budget = idx.size * 16 > (1u << 20) ? (size_t)idx.size * 16 : (1u << 20);
     json_error_t jerr;
     arm(budget);
-    json_t *root = json_loadb(text, (size_t)idx.size, JSON_REJECT_DUPLICATES, &jerr);
+    int over, oom;
+    json_t *root = parse_json(text, (size_t)idx.size, &jerr, &over, &oom);
     free(text);
     char **names = NULL; /* distinct shard names, sorted */
     size_t nnames = 0;
     if (!root) {
         disarm();
+        if (oom) return fail(MXP_ENOMEM, "%s: out of memory parsing the index", file);
+        if (over)
+            return fail(MXP_EFORMAT,
+                        "%s: the index's JSON needs more than %zu bytes of memory to parse (rule: "
+                        "index-limit)",
+                        file, budget);
         return fail(MXP_EFORMAT, "%s: index is not valid JSON: %s at byte %d (rule: %s)", file,
                     jerr.text, jerr.position,
                     json_error_code(&jerr) == json_error_duplicate_key ? "duplicate-key" : "json");

@@ -325,6 +325,56 @@ static void test_memory_bound(void **state)
     assert_non_null(strstr(mxst_last_error(), "rule: header-memory"));
     free(b);
     free(h);
+
+    /* One long string, over the budget while jansson lexes it. jansson 2.14 ignored the failed
+     * append to its string buffer and wrote past the buffer: a valid 1.1 MB file crashed every
+     * subcommand (an audit, 2026-11-28). Now the parse is abandoned cleanly. Then the same
+     * header with 4 MB of data after it, in budget: accepted, the string intact. */
+    const size_t L = 1100000;
+    h = malloc(L + 256);
+    j = (size_t)sprintf(h, "{\"__metadata__\":{\"k\":\"");
+    memset(h + j, 'x', L);
+    j += L;
+    strcpy(h + j, "\"},\"t\":{\"dtype\":\"F32\",\"shape\":[1000000],\"data_offsets\":[0,4000000]}}");
+    b = mkfile(h, 0, &size);
+    f = NULL;
+    assert_int_equal(mxst_open_mem(b, size, "long", false, &f), MXP_EFORMAT); /* data missing too */
+    free(b);
+    char *hs = malloc(L + 64);
+    j = (size_t)sprintf(hs, "{\"__metadata__\":{\"k\":\"");
+    memset(hs + j, 'x', L);
+    strcpy(hs + j + L, "\"}}");
+    b = mkfile(hs, 0, &size); /* nothing but the string: over the 1.1 MB budget */
+    assert_int_equal(mxst_open_mem(b, size, "long", false, &f), MXP_EFORMAT);
+    assert_non_null(strstr(mxst_last_error(), "rule: header-memory"));
+    free(b);
+    b = mkfile(h, 4000000, &size);
+    assert_int_equal(mxst_open_mem(b, size, "long", false, &f), MXP_OK);
+    const char *v = mxst_metadata_get(f, "k");
+    assert_non_null(v);
+    assert_int_equal(strlen(v), L);
+    assert_true(v[0] == 'x' && v[L - 1] == 'x');
+    mxst_close(f);
+    free(b);
+    free(h);
+    free(hs);
+}
+
+/* A FIFO named as the input is refused at once: opening it for reading used to wait for a writer */
+static void test_fifo_refused(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mxst_fifo_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/f.safetensors", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    mxst_file *f = NULL;
+    assert_int_equal(mxst_open(path, false, &f), MXP_EIO);
+    assert_non_null(strstr(mxst_last_error(), "not a regular file"));
+    assert_null(f);
+    unlink(path);
+    rmdir(dir);
 }
 
 static char g_dir[256];
@@ -584,7 +634,7 @@ int main(void)
         cmocka_unit_test(test_dtypes),        cmocka_unit_test(test_good_files),
         cmocka_unit_test(test_bad_files),     cmocka_unit_test(test_memory_bound),
         cmocka_unit_test(test_writer_layout), cmocka_unit_test(test_sharded),
-        cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_fifo_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (int i = 0; i < g_nkeep; i++) free(g_keep[i]);
