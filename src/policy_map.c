@@ -384,11 +384,14 @@ static mxp_status resolve(const mxp_policy_map *m, const char *path, size_t h, l
     return MXP_OK;
 }
 
-/* Build the MXP_EAMBIGUOUS message listing every key that matches path. */
+/* Build the MXP_EAMBIGUOUS message listing every key that matches path: each quoted up to
+ * KEY_SHOWN bytes (three keys of 600 bytes used to fill the message and cut the third off), and
+ * when the list still does not fit, how many keys it leaves out. */
+enum { KEY_SHOWN = 64 };
 static mxp_status ambiguous(const mxp_policy_map *m, const char *path)
 {
-    char keys[768];
-    size_t n = 0, matched = 0;
+    char keys[640];
+    size_t n = 0, matched = 0, listed = 0;
     keys[0] = '\0';
     scratch sc;
     if (!scratch_open(m, &sc))
@@ -397,13 +400,18 @@ static mxp_status ambiguous(const mxp_policy_map *m, const char *path)
         const entry *e = m->entries[m->rx[j]];
         if (!mxp__re_full_match(e->re, path, sc.mem)) continue;
         matched++;
-        if (n < sizeof keys) {
-            int w = snprintf(keys + n, sizeof keys - n, "%s'%s'", matched > 1 ? ", " : "", e->key);
-            n += w > 0 ? (size_t)w : 0;
+        char one[KEY_SHOWN + 16];
+        const bool cut = strlen(e->key) > KEY_SHOWN;
+        const int w = snprintf(one, sizeof one, "%s'%.*s%s'", listed ? ", " : "", (int)KEY_SHOWN, e->key,
+                               cut ? "..." : "");
+        if (w > 0 && n + (size_t)w < sizeof keys - 32) { /* room left for ", and N more" */
+            memcpy(keys + n, one, (size_t)w + 1);
+            n += (size_t)w;
+            listed++;
         }
     }
     scratch_close(&sc);
-    if (n >= sizeof keys) memcpy(keys + sizeof keys - 5, "...", 4);
+    if (listed < matched) snprintf(keys + n, sizeof keys - n, ", and %zu more", matched - listed);
     return mxp__fail(MXP_EAMBIGUOUS, "ambiguous policy for path '%.*s': %zu keys match it: %s",
                      QUOTE_MAX, path, matched, keys);
 }

@@ -152,6 +152,51 @@ static void test_ambiguous(void **state)
     assert_int_equal(mxp_policy_map_set(m, "decoder/dense", &c), MXP_OK);
     expect_get(m, "decoder/dense", "f64");
     mxp_policy_map_free(m);
+
+    /* Long keys are quoted in part so that every one shows (three of 600 bytes used to fill the
+     * message and cut the third off); past what fits, the message says how many it leaves out. */
+    m = mxp_policy_map_new(NULL);
+    char key[3][620];
+    for (int k = 0; k < 3; k++) {
+        int w = snprintf(key[k], sizeof key[k], "(k%d)?", k); /* optional: each matches the path */
+        for (; w < 600; w++) key[k][w] = 'x';
+        strcpy(key[k] + 600, ".*");
+        assert_int_equal(mxp_policy_map_set(m, key[k], &a), MXP_OK);
+    }
+    char path[700];
+    memset(path, 'x', 650);
+    path[650] = '\0';
+    mxp_policy out;
+    assert_int_equal(mxp_policy_map_get(m, path, &out), MXP_EAMBIGUOUS);
+    const char *msg = mxp_last_error();
+    assert_non_null(strstr(msg, "3 keys match"));
+    for (int k = 0; k < 3; k++) {
+        char head[80];
+        snprintf(head, sizeof head, "'%.64s...'", key[k]);
+        if (!strstr(msg, head)) fail_msg("message '%s' lacks key %d as %s", msg, k, head);
+    }
+    assert_null(strstr(msg, "more"));
+    for (int k = 3; k < 30; k++) {
+        char kk[128]; /* (yK)? then 100 x's and x*: matches the path, quoted in part */
+        int w = snprintf(kk, sizeof kk, "(y%d)?", k);
+        memset(kk + w, 'x', 100);
+        strcpy(kk + w + 100, "x*");
+        assert_int_equal(mxp_policy_map_set(m, kk, &b), MXP_OK);
+    }
+    assert_int_equal(mxp_policy_map_get(m, path, &out), MXP_EAMBIGUOUS);
+    msg = mxp_last_error();
+    assert_non_null(strstr(msg, "30 keys match"));
+    size_t shown = 0;
+    for (const char *q = strstr(msg, "keys match it: "); q && (q = strchr(q + 1, '\'')) != NULL;) {
+        q = strchr(q + 1, '\''); /* a quoted key, opening then closing quote */
+        if (!q) break;
+        shown++;
+    }
+    char tail[48];
+    snprintf(tail, sizeof tail, ", and %zu more", 30 - shown);
+    if (!strstr(msg, tail)) fail_msg("message '%s' lacks '%s'", msg, tail);
+    assert_true(shown >= 3 && shown < 30);
+    mxp_policy_map_free(m);
 }
 
 static void test_set_remove_errors(void **state)
