@@ -266,7 +266,11 @@ typedef struct mxp_layer_select {
  * whatever the map says, e.g. the default). sel may be NULL (every layer).
  * Layer paths become keys, so they must also be valid keys (ordinary paths such as
  * "dense_0" or "block/0/attention" are; a path with an unbalanced '(' or '[', or longer than
- * MXP_POLICY_MAP_KEY_MAX, is not). O(1) amortised per layer.
+ * MXP_POLICY_MAP_KEY_MAX, is not). Like every key, such a key is also a regex for the other
+ * paths looked up later: its own path always finds it (an exact key wins), but a path with '.'
+ * ("block.0") also catches "blockX0", and is then ambiguous with any other key that matches.
+ * Paths made of letters, digits, '_', '-' and '/' (Keras' and Axon's) are plain text either way.
+ * O(1) amortised per layer.
  * Everything is validated (and every new key compiled) before the map changes.
  * @retval MXP_OK      applied; *n_applied (if non-NULL) = number of selected layers
  * @retval MXP_EINVAL  NULL map or p, layers NULL with n > 0, a layer with NULL or empty path or
