@@ -112,21 +112,101 @@ static const char *human(char *buf, size_t cap, double b)
 }
 #define HUMAN(b) human((char[32]){0}, 32, (double)(b))
 
-static void json_str(FILE *o, const char *s)
+/* Length of the valid UTF-8 sequence at p (1 to 4 bytes), or 0 when the byte at p does not start
+ * one (stray continuation byte, overlong form, surrogate, beyond U+10FFFF, cut short). Headers are
+ * UTF-8 checked by the reader, but paths from the command line are not. */
+static size_t utf8_len(const unsigned char *p)
 {
+    unsigned c = p[0];
+    size_t n;
+    unsigned lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else
+        return 0;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t k = 2; k < n; k++)
+        if (p[k] < 0x80 || p[k] > 0xBF) return 0; /* also stops at the terminating NUL */
+    return n;
+}
+
+/* A control character: C0, DEL, or C1 (U+0080..U+009F, UTF-8 C2 80..C2 9F), which some terminals
+ * obey as escape sequences too. `len` is the utf8_len of the character at p. */
+static bool is_control(const unsigned char *p, size_t len)
+{
+    return (len == 1 && (p[0] < 0x20 || p[0] == 0x7f)) || (len == 2 && p[0] == 0xC2 && p[1] < 0xA0);
+}
+
+/* Names and metadata come from untrusted files, and a terminal obeys the escape sequences they may
+ * hold: docs/cli.md promises them printed with each control character (or invalid UTF-8 byte)
+ * replaced by '?' and cut after `max` bytes of the original, with "..." (the reader's rule for its
+ * own messages). The cut never splits a UTF-8 character, so the result stays valid UTF-8.
+ * Needs cap >= max + 4. */
+static const char *shown(char *buf, size_t cap, const char *str, size_t max)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0, j = 0;
+    if (max + 4 > cap) max = cap > 4 ? cap - 4 : 0;
+    while (s[i]) {
+        size_t len = utf8_len(s + i), step = len ? len : 1;
+        if (i + step > max) break;
+        if (!len || is_control(s + i, len))
+            buf[j++] = '?';
+        else {
+            memcpy(buf + j, s + i, len);
+            j += len;
+        }
+        i += step;
+    }
+    if (s[i]) {
+        memcpy(buf + j, "...", 3);
+        j += 3;
+    }
+    buf[j] = '\0';
+    return buf;
+}
+#define SHOWN_MAX 150 /* bytes of a name shown in messages and tables (docs/cli.md) */
+/* A tensor name or metadata string from a file, for messages and text output. */
+#define SHOWN(s) shown((char[SHOWN_MAX + 4]){0}, SHOWN_MAX + 4, (s), SHOWN_MAX)
+/* A longer text that may quote a name (a shard path, a library message, a plan rule): control
+ * characters replaced the same way, cut only at a length no real message reaches. */
+#define CLEAN(s) shown((char[1028]){0}, 1028, (s), 1024)
+
+/* A JSON string: quotes, backslashes and every control character escaped (DEL and C1 too, so that
+ * the output is safe on a terminal), invalid UTF-8 bytes as U+FFFD, so the output is always
+ * valid JSON whatever the names hold. */
+static void json_str(FILE *o, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
     fputc('"', o);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(o, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", o);
-        else if (c == '\t')
-            fputs("\\t", o);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(o, "\\u%04x", c);
-        else
-            fputc(c, o);
+    while (*s) {
+        size_t len = utf8_len(s);
+        if (!len) {
+            fputs("\\ufffd", o);
+            s++;
+        } else if (is_control(s, len)) {
+            unsigned cp = len == 1 ? s[0] : s[1]; /* C2 xx is U+00xx */
+            if (cp == '\n')
+                fputs("\\n", o);
+            else if (cp == '\t')
+                fputs("\\t", o);
+            else
+                fprintf(o, "\\u%04x", cp);
+            s += len;
+        } else {
+            if (*s == '"' || *s == '\\') fputc('\\', o);
+            fwrite(s, 1, len, o);
+            s += len;
+        }
     }
     fputc('"', o);
 }
@@ -494,17 +574,17 @@ static int cmd_inspect(int argc, char **argv)
                 mxst_shard_count(f) == 1 ? "" : "s", HUMAN(total_bytes(f)));
         if (mxst_is_sharded(f))
             for (size_t s = 0; s < mxst_shard_count(f); s++)
-                fprintf(out, "  shard %s: %s\n", mxst_shard_path(f, s),
+                fprintf(out, "  shard %s: %s\n", CLEAN(mxst_shard_path(f, s)),
                         HUMAN(mxst_shard_size(f, s)));
         if (mxst_metadata_count(f)) fprintf(out, "metadata:\n");
         for (size_t i = 0; i < mxst_metadata_count(f); i++) {
             const char *k, *v;
             mxst_metadata_at(f, i, &k, &v);
-            fprintf(out, "  %s = %s\n", k, v);
+            fprintf(out, "  %s = %s\n", SHOWN(k), SHOWN(v));
         }
         int w = 6;
         for (size_t i = 0; i < n; i++) {
-            int l = (int)strlen(mxst_tensor_at(f, i)->name);
+            int l = (int)strlen(SHOWN(mxst_tensor_at(f, i)->name));
             if (l > w) w = l < 60 ? l : 60;
         }
         fprintf(out, "%-*s  %-11s  %-20s  %s\n", w, "tensor", "dtype", "shape", "bytes");
@@ -512,8 +592,8 @@ static int cmd_inspect(int argc, char **argv)
             const mxst_tensor *t = mxst_tensor_at(f, i);
             char shp[256];
             shape_str(shp, sizeof shp, t->shape, t->ndim);
-            fprintf(out, "%-*s  %-11s  %-20s  %llu\n", w, t->name, mxst_dtype_name(t->dtype), shp,
-                    (unsigned long long)t->nbytes);
+            fprintf(out, "%-*s  %-11s  %-20s  %llu\n", w, SHOWN(t->name),
+                    mxst_dtype_name(t->dtype), shp, (unsigned long long)t->nbytes);
         }
         fprintf(out, "totals:\n");
         uint64_t tc = 0, te = 0, tb = 0;
@@ -675,7 +755,8 @@ static int load_map(const opts *o, mxp_policy_map **m, bool need)
 static int lookup(const mxp_policy_map *m, const char *name, mxp_policy *p, const char **key)
 {
     mxp_status s = mxp_policy_map_match(m, name, p, key);
-    if (s) return err(EXIT_USAGE, "tensor '%s': %s", name, mxp_last_error());
+    /* the library's message quotes the name as it is: cleaned like the name */
+    if (s) return err(EXIT_USAGE, "tensor '%s': %s", SHOWN(name), CLEAN(mxp_last_error()));
     return 0;
 }
 
@@ -776,7 +857,7 @@ static int plan_cast(const mxst_file *f, const mxp_policy_map *m, plan *p)
                 if (nd > 64) {
                     rc =
                         err(EXIT_BADFILE, "%s: tensor '%s': %zu dimensions (rule: quantized-shape)",
-                            mxst_path(f), sh->name, nd);
+                            mxst_path(f), SHOWN(sh->name), nd);
                     break;
                 }
                 mxp_status s = mxst_read(f, sh, 0, dims, nd * 8);
@@ -784,20 +865,35 @@ static int plan_cast(const mxst_file *f, const mxp_policy_map *m, plan *p)
                     rc = err(code_of(s), "%s", mxst_last_error());
                     break;
                 }
-                uint64_t numel = 1;
-                bool bad = false;
+                /* The reader's overflow rule for the output (float64 at most: 64 bits an
+                 * element): the product of the non-zero dimensions must fit, or a zero
+                 * dimension would hide [1, 2^40, 2^40, 0]-like shapes from the size checks. */
+                uint64_t numel = 1, nonzero = 1;
+                bool bad = false, ovf = false;
                 for (size_t d = 0; d < nd; d++) {
                     if (dims[d] < 0) bad = true;
                     shape[d] = (uint64_t)dims[d];
-                    if (d > 0)
-                        numel = shape[d] && numel > UINT64_MAX / shape[d] ? 0 : numel * shape[d];
+                    if (shape[d] == 0) {
+                        numel = 0;
+                        continue;
+                    }
+                    if (nonzero > (UINT64_MAX / 64) / shape[d]) ovf = true;
+                    nonzero *= shape[d];
+                    if (d > 0) numel *= shape[d]; /* <= nonzero: no overflow unless ovf */
                 }
                 c = numel;
+                if (ovf) {
+                    rc = err(EXIT_BADFILE,
+                             "%s: tensor '%s': the original shape overflows 64 bits "
+                             "(rule: quantized-shape)",
+                             mxst_path(f), SHOWN(sh->name));
+                    break;
+                }
                 if (bad || shape[0] != r || t->ndim != 2 || t->shape[1] != (c + 1) / 2) {
                     rc = err(EXIT_BADFILE,
                              "%s: tensor '%s': X_shape does not match the packed "
                              "int4 tensor [%llu, %llu] (rule: quantized-shape)",
-                             mxst_path(f), t->name, (unsigned long long)t->shape[0],
+                             mxst_path(f), SHOWN(t->name), (unsigned long long)t->shape[0],
                              (unsigned long long)(t->ndim > 1 ? t->shape[1] : 0));
                     break;
                 }
@@ -967,7 +1063,7 @@ static int plan_quantize(const mxst_file *f, scheme deflt, const mxp_policy_map 
             rc = err(EXIT_BADFILE,
                      "%s: tensor '%s': cannot quantize, the file already has a "
                      "tensor '%s' (rule: quantize-name)",
-                     mxst_path(f), t->name, mxst_find(f, sname) ? sname : hname);
+                     mxst_path(f), SHOWN(t->name), SHOWN(mxst_find(f, sname) ? sname : hname));
             free(sname);
             free(hname);
             return rc;
@@ -1003,7 +1099,8 @@ static int plan_quantize(const mxst_file *f, scheme deflt, const mxp_policy_map 
                 if (sh) {
                     sh->op = OP_QSHAPE;
                     sh->src = t;
-                    snprintf(sh->rule, sizeof sh->rule, "original shape of int4 '%s'", t->name);
+                    snprintf(sh->rule, sizeof sh->rule, "original shape of int4 '%s'",
+                             SHOWN(t->name));
                 }
             }
         }
@@ -1061,7 +1158,7 @@ static int check_out_path(const char *out, const mxst_file *in, const char *in_p
         if (mxst_shard_identity(in, i, &dev, &ino) && dev == (uint64_t)sb.st_dev &&
             ino == (uint64_t)sb.st_ino)
             return err(EXIT_USAGE, "%s: the output names the input %s; write to another file", out,
-                       mxst_shard_path(in, i));
+                       CLEAN(mxst_shard_path(in, i)));
     }
     struct stat ib;
     if (stat(in_path, &ib) == 0 && ib.st_dev == sb.st_dev && ib.st_ino == sb.st_ino)
@@ -1090,7 +1187,7 @@ static void progress_tick(progress *pg, const char *name, uint64_t add)
     double rate = (double)pg->done / (t - pg->t0 + 1e-9);
     double eta = rate > 0 ? (double)(pg->total - pg->done) / rate : 0;
     char nm[41];
-    snprintf(nm, sizeof nm, "%s", name);
+    shown(nm, sizeof nm, name, sizeof nm - 4); /* stderr is a terminal here */
     fprintf(stderr, "\r\033[K%5.1f%%  %s/s  ETA %.0fs  %s",
             pg->total ? 100.0 * (double)pg->done / (double)pg->total : 100.0, HUMAN(rate), eta, nm);
 }
@@ -1146,8 +1243,8 @@ static int lib_fail(const ctx *c, const item *it, mxp_status s)
     int code = s == MXP_ENOMEM                              ? EXIT_IO
                : (s == MXP_EINVAL || s == MXP_EUNSUPPORTED) ? EXIT_BADFILE
                                                             : EXIT_IO;
-    return err(code, "%s: tensor '%s': %s (rule: finite)", mxst_path(c->f), it->src->name,
-               mxp_last_error());
+    return err(code, "%s: tensor '%s': %s (rule: finite)", mxst_path(c->f), SHOWN(it->src->name),
+               CLEAN(mxp_last_error()));
 }
 
 static int put(ctx *c, const item *it, const void *buf, size_t len)
@@ -1196,11 +1293,15 @@ static int run_convert(ctx *c, const item *it)
     return 0;
 }
 
-/* rows per piece for row-wise work on `cols` elements of `es` bytes */
+/* Rows per piece for row-wise work on `cols` elements of `es` bytes. A row costs at least the
+ * 4 bytes of its scale, so rows of no elements still come CHUNK / 4 to a piece (not one: a
+ * [2^40, 0] tensor looped for hours); callers also skip tensors of no elements outright, as even
+ * CHUNK / 4 rows a piece is 2^18 pieces for nothing there. */
 static uint64_t rows_per_piece(uint64_t cols, size_t es)
 {
     uint64_t rb = cols * es;
-    uint64_t r = rb ? CHUNK / rb : 1;
+    if (rb < 4) rb = 4;
+    uint64_t r = CHUNK / rb;
     return r ? r : 1;
 }
 
@@ -1213,6 +1314,8 @@ static int run_dequant(ctx *c, const item *it)
     uint64_t rows = it->rows, cols = it->cols;
     uint64_t qrow = it->sch == SCH_INT4 ? (cols + 1) / 2 : cols; /* bytes per stored row */
     uint64_t nblk = (cols + 31) / 32;
+    /* No elements (any number of empty rows): the output is empty, its header says it all. */
+    if (rows == 0 || cols == 0) return 0;
     uint64_t per = rows_per_piece(cols, 4);
     bool per_tensor = st->numel == 1 && rows != 1;
     float s1 = 0;
@@ -1327,6 +1430,9 @@ static int run_quant(ctx *c, const item *it)
 #if MXP_TOOL_QUANT
     mxp_dtype xt;
     mxst_dtype_to_mxp(it->src->dtype, &xt);
+    /* never empty: choose_scheme keeps tensors of no elements, which have no scale to compute */
+    if (it->rows == 0 || it->cols == 0)
+        return err(EXIT_BADFILE, "tensor '%s': no elements to quantize", SHOWN(it->name));
     uint64_t per = rows_per_piece(it->cols, mxp_dtype_size(xt));
     for (uint64_t r0 = 0; r0 < it->rows;) {
         uint64_t nr = it->rows - r0 < per ? it->rows - r0 : per;
@@ -1345,7 +1451,8 @@ static int run_quant(ctx *c, const item *it)
     return 0;
 #else
     (void)c;
-    return err(EXIT_USAGE, "tensor '%s': this build has no quantization (quant.h)", it->name);
+    return err(EXIT_USAGE, "tensor '%s': this build has no quantization (quant.h)",
+               SHOWN(it->name));
 #endif
 }
 
@@ -1378,7 +1485,7 @@ static void print_plan(const plan *p, size_t nshards, const char *out_path)
     uint64_t in_total = 0, out_total = 0;
     int w = 6;
     for (size_t i = 0; i < p->n; i++) {
-        int l = (int)strlen(p->it[i].name);
+        int l = (int)strlen(SHOWN(p->it[i].name));
         if (l > w) w = l < 50 ? l : 50;
     }
     for (size_t i = 0; i < p->n; i++) {
@@ -1391,10 +1498,10 @@ static void print_plan(const plan *p, size_t nshards, const char *out_path)
         uint64_t ob = item_bytes(it);
         in_total += ib;
         out_total += ob;
-        printf("%-*s  %-7s %-14s -> %-7s %-14s %12llu -> %12llu bytes  (%s)", w, it->name,
+        printf("%-*s  %-7s %-14s -> %-7s %-14s %12llu -> %12llu bytes  (%s)", w, SHOWN(it->name),
                it->op == OP_QSCALE || it->op == OP_QSHAPE ? "-" : mxst_dtype_name(it->src->dtype),
                it->op == OP_QSCALE || it->op == OP_QSHAPE ? "" : shp, mxst_dtype_name(it->dtype),
-               oshp, (unsigned long long)ib, (unsigned long long)ob, it->rule);
+               oshp, (unsigned long long)ib, (unsigned long long)ob, CLEAN(it->rule));
         if (nshards > 1) printf(" [shard %zu]", it->shard + 1);
         putchar('\n');
     }
@@ -1720,6 +1827,8 @@ static int report_tensor(const mxst_file *f, stat_row *r, mxp_dtype target, sche
     mxp_dtype xt;
     mxst_dtype_to_mxp(t->dtype, &xt);
     size_t es = mxp_dtype_size(xt);
+    /* nothing to measure (and no row count to divide by); choose_scheme keeps these anyway */
+    if (t->numel == 0) return 0;
     uint64_t rows = sch == SCH_NONE ? 1 : t->shape[0];
     uint64_t cols = sch == SCH_NONE ? t->numel : t->numel / rows;
     uint64_t per = sch == SCH_NONE ? 1 : rows_per_piece(cols, es);
@@ -1753,6 +1862,12 @@ static int report_tensor(const mxst_file *f, stat_row *r, mxp_dtype target, sche
             maxfin = max_finite(target);
         } else if (!s) {
 #if MXP_TOOL_QUANT
+            /* The quantizers refuse NaN and inf (so does `quantize`), but report counts them
+             * apart and measures the other values (docs/cli.md): a zero in their place leaves
+             * every row's amax and block's maximum as the finite values make them. All-zero
+             * bytes are +0 in F32, F16 and BF16, the dtypes choose_scheme quantizes. */
+            for (size_t i = 0; i < n; i++)
+                if (!isfinite(x[i])) memset(b->in + i * es, 0, es);
             mxp_qlayout l = {(size_t)nr, (size_t)cols, MXP_QAXIS_ROW, 0};
             unsigned char *q = b->aux;
             float *y32 = b->f32;
@@ -1788,8 +1903,8 @@ static int report_tensor(const mxst_file *f, stat_row *r, mxp_dtype target, sche
         }
         if (s) {
             int code = s == MXP_ENOMEM ? EXIT_IO : EXIT_BADFILE;
-            return err(code, "%s: tensor '%s': %s (rule: finite)", mxst_path(f), t->name,
-                       mxp_last_error());
+            return err(code, "%s: tensor '%s': %s (rule: finite)", mxst_path(f), SHOWN(t->name),
+                       CLEAN(mxp_last_error()));
         }
         accumulate(r, x, y, n, maxfin);
         e0 += n;
@@ -1883,14 +1998,14 @@ static int cmd_report(int argc, char **argv)
         } else {
             int w = 6;
             for (size_t i = 0; i < nr; i++) {
-                int l = (int)strlen(rows[i].t->name);
+                int l = (int)strlen(SHOWN(rows[i].t->name));
                 if (l > w) w = l < 60 ? l : 60;
             }
             printf("%-*s  %-6s %-8s %12s %12s %9s %9s %9s\n", w, "tensor", "dtype", "target",
                    "max_abs_err", "rel_l2", "sqnr_db", "overflow", "flushed");
             for (size_t i = 0; i < nr; i++) {
                 const stat_row *r = &rows[i];
-                printf("%-*s  %-6s %-8s %12.4g %12.4g %9.2f %9llu %9llu\n", w, r->t->name,
+                printf("%-*s  %-6s %-8s %12.4g %12.4g %9.2f %9llu %9llu\n", w, SHOWN(r->t->name),
                        mxst_dtype_name(r->t->dtype), r->target, r->max_abs, rel_l2(r), sqnr_db(r),
                        (unsigned long long)r->overflow, (unsigned long long)r->flushed);
             }

@@ -127,6 +127,114 @@ printf 'fc[.].* = bf16\n.*weight = f16\n' > amb.map
 expect 2 "an ambiguous map is a usage error" "$M" cast model.safetensors amb.safetensors --map amb.map
 has err.txt "fc.weight" "ambiguity names the tensor"
 
+# ---- tensors of no elements: O(1) whatever the shape ---------------------------------------------
+# A zero-column quantized tensor [2^40, 0] with its scale once looped per (empty) row for hours;
+# `timeout` turns such a regression into a failure instead of a hung test.
+T_OUT=
+command -v timeout >/dev/null 2>&1 && T_OUT="timeout 30"
+"$K" write e8.safetensors 'w=I8[1099511627776,0]:ramp' 'w_scale=F32[1]:ones' || exit 1
+"$K" write emx.safetensors 'w=F8_E4M3[1099511627776,0]:ramp' 'w_scale=U8[0]:ramp' || exit 1
+for e in e8 emx; do
+    expect 0 "$e: cast of a [2^40, 0] quantized tensor ends" \
+        $T_OUT "$M" cast $e.safetensors $e-out.safetensors --policy bf16 --quiet
+    "$M" inspect $e-out.safetensors > ei.txt 2>&1
+    has ei.txt "^w  *BF16  *\[1099511627776, 0\]  *0$" "$e: dequantized to an empty tensor of the right dtype and shape"
+    if grep -q w_scale ei.txt; then bad "$e: scale left after dequantization"; else ok "$e: scale consumed"; fi
+    expect 0 "$e: dry-run" $T_OUT "$M" cast $e.safetensors $e-dry.safetensors --policy f32 --dry-run
+    has out.txt "^w .*I8\|^w .*F8_E4M3" "$e: dry-run lists the tensor"
+done
+"$K" write ef.safetensors 'w=F32[1099511627776,0]:ramp' 'z=F32[0,1099511627776]:ramp' || exit 1
+expect 0 "cast of empty float tensors ends" $T_OUT "$M" cast ef.safetensors ef-out.safetensors --policy f16 --quiet
+expect 0 "report --dtype of empty tensors ends" $T_OUT "$M" report ef.safetensors --dtype bf16
+expect 0 "report --scheme of empty tensors ends" $T_OUT "$M" report e8.safetensors --scheme int8
+if "$M" quantize ef.safetensors ef-q.safetensors --scheme int8 --dry-run >out.txt 2>&1; then
+    has out.txt "^w .*kept: empty tensor" "quantize keeps an empty tensor"
+fi
+if [ -n "$PY" ]; then
+    # int4: X U8 [3, 0] whose X_shape [3, 2^40, 0] gives the empty original shape back
+    $PY - <<'PY2'
+import json, struct
+def mk(path, tensors, data):
+    h = json.dumps(tensors, separators=(",", ":")).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+mk("e4.safetensors", {"w": {"dtype": "U8", "shape": [3, 0], "data_offsets": [0, 0]},
+                      "w_scale": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]},
+                      "w_shape": {"dtype": "I64", "shape": [3], "data_offsets": [12, 36]}},
+   struct.pack("<3f", 1, 1, 1) + struct.pack("<3q", 3, 1 << 40, 0))
+# an X_shape whose product overflows, hidden from a plain product by the packed [1, 0]
+mk("e4ov.safetensors", {"w": {"dtype": "U8", "shape": [1, 0], "data_offsets": [0, 0]},
+                        "w_scale": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                        "w_shape": {"dtype": "I64", "shape": [3], "data_offsets": [4, 28]}},
+   struct.pack("<f", 1) + struct.pack("<3q", 1, 1 << 40, 1 << 40))
+PY2
+    expect 0 "int4: cast of an empty [3, 2^40, 0] tensor ends" \
+        $T_OUT "$M" cast e4.safetensors e4-out.safetensors --policy f32 --quiet
+    "$M" inspect e4-out.safetensors > ei.txt 2>&1
+    has ei.txt "^w  *F32  *\[3, 1099511627776, 0\]  *0$" "int4: empty tensor of the original shape"
+    expect 1 "int4: an X_shape overflowing 64 bits is refused" \
+        "$M" cast e4ov.safetensors e4ov-out.safetensors --policy f32 --dry-run
+    has err.txt "e4ov.safetensors: tensor 'w_shape'.*rule: quantized-shape" \
+        "int4: the overflow names the input and the rule"
+fi
+
+# ---- names from files: control characters as '?', cut after 150 bytes ------------------------------
+# A name with a newline, ESC and BEL, a C1 control (U+009B, CSI on some terminals), then 300 '0's.
+# mkst takes the name from its argument: no '[' or '=' in it (the spec's separators).
+esc=$(printf '\033')
+evil=$(printf 'evil\n\033]0;RED\007\302\233%0300d' 0)
+# shown: the first 150 bytes (15 + 135 '0's), each control character as one '?', then "..."
+shown="evil??]0;RED??$(printf '%0135d' 0)..."
+clean_out() { # clean_out FILE DESC: no terminal control byte (ESC, BEL, C1) in FILE
+    if grep -q "$esc\|$(printf '\007')\|$(printf '\302\233')" "$1"; then
+        bad "$2: control bytes printed"; od -c "$1" | head -5
+    else ok "$2: no control bytes"; fi
+}
+"$K" write evil.safetensors "$evil=F32[2,4]:nan" "ok.w=F32[2,4]:rand" || exit 1
+expect 0 "inspect a file with a hostile name" "$M" inspect evil.safetensors
+clean_out out.txt "inspect"
+if grep -qF -- "$shown  " out.txt; then ok "inspect: the name cut after 150 bytes, controls as '?'"
+else bad "inspect: name not shown as promised"; cat out.txt; fi
+[ "$(wc -l < out.txt)" = 10 ] && ok "inspect: the name adds no line" ||
+    { bad "inspect: $(wc -l < out.txt) lines, want 10"; cat out.txt; }
+expect 0 "inspect --json with a hostile name" "$M" inspect --json evil.safetensors
+clean_out out.txt "inspect --json"
+has out.txt '"evil\\n\\u001b\]0;RED\\u0007\\u009b000' "inspect --json escapes the control characters"
+if [ -n "$PY" ]; then
+    if EVIL="$evil" $PY -c 'import json,os; d=json.load(open("out.txt"))
+assert [t for t in d["tensors"] if t["name"] == os.environ["EVIL"]]' 2>err.txt
+    then ok "inspect --json gives the whole name back"; else bad "inspect --json name"; cat err.txt; fi
+fi
+expect 0 "report --dtype with a hostile name" "$M" report evil.safetensors --dtype f16
+clean_out out.txt "report"
+has out.txt "$shown" "report: the name shown as promised"
+expect 0 "report --json with a hostile name" "$M" report evil.safetensors --dtype f16 --json
+clean_out out.txt "report --json"
+expect 0 "cast --dry-run with a hostile name" "$M" cast evil.safetensors evil-out.safetensors --policy bf16 --dry-run
+clean_out out.txt "cast --dry-run"
+has out.txt "$shown" "cast --dry-run: the name shown as promised"
+printf 'evil.* = bf16\n.*0 = f16\n' > evil.map
+expect 2 "ambiguous map on a hostile name" "$M" cast evil.safetensors evil-out.safetensors --map evil.map
+clean_out err.txt "map lookup error"
+[ "$(wc -l < err.txt)" = 1 ] && ok "map lookup error: one line" ||
+    { bad "map lookup error: $(wc -l < err.txt) lines"; cat err.txt; }
+if [ -n "$PY" ]; then
+    $PY - <<'PY2'
+import json, struct
+h = json.dumps({"__metadata__": {"k\x1bey": "v\nal\x07ue" + "y" * 200},
+                "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+open("evilmeta.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + b"\0" * 4)
+PY2
+    expect 0 "inspect hostile metadata" "$M" inspect evilmeta.safetensors
+    clean_out out.txt "inspect metadata"
+    # the value's first 150 bytes: 7 then 143 'y's
+    has out.txt "^  k?ey = v?al?ue$(printf '%0143d' 0 | tr 0 y)\.\.\.$" \
+        "metadata shown with '?' and cut after 150 bytes"
+    expect 0 "inspect --json hostile metadata" "$M" inspect --json evilmeta.safetensors
+    if $PY -c 'import json; d=json.load(open("out.txt"))
+assert d["metadata"]["k\x1bey"] == "v\nal\x07ue" + "y" * 200' 2>err.txt
+    then ok "inspect --json gives the whole metadata back"; else bad "inspect --json metadata"; cat err.txt; fi
+fi
+
 # ---- OUT rules -----------------------------------------------------------------------------------
 cp m16.safetensors keep.copy
 expect 2 "existing OUT without --force" "$M" cast model.safetensors m16.safetensors --policy f16
@@ -279,6 +387,41 @@ if "$M" quantize --help >/dev/null && "$M" quantize model.safetensors qprobe.saf
     has err.txt "b.w" "the bad tensor is named"
     [ -e qnan.safetensors ] && bad "bad tensor left OUT" || ok "bad tensor left no OUT"
     no_temps . "bad tensor"
+    # errors of quantize name the tensor as shown, never raw
+    "$K" write evilq.safetensors "$evil=F32[2,4]:nan" || exit 1
+    expect 1 "quantize: a NaN in a hostile-named tensor" \
+        "$M" quantize evilq.safetensors evilq-out.safetensors --scheme fp8
+    clean_out err.txt "rule: finite error"
+    has err.txt "tensor '$shown'.*(rule: finite)" "rule: finite error: the name shown as promised"
+    "$K" write evils.safetensors "$evil=F32[2,4]:rand" "${evil}_scale=F32[1]:ones" || exit 1
+    expect 1 "quantize: a hostile name with its _scale taken" \
+        "$M" quantize evils.safetensors evils-out.safetensors --scheme int8
+    clean_out err.txt "quantize-name error"
+    has err.txt "tensor '$shown'.*(rule: quantize-name)" "quantize-name error: the name shown as promised"
+    # report --scheme: non-finite inputs counted apart and left out of the errors (docs/cli.md)
+    "$K" write rnan.safetensors 'a.w=F32[4,40]:nan' 'b.w=BF16[3,40]:nan' 'c.w=F32[4,40]:rand' || exit 1
+    for s in int8 int4 fp8 mxfp8; do
+        expect 0 "report --scheme $s with a NaN input" "$M" report rnan.safetensors --scheme $s --json
+        has out.txt '"a.w".*"nonfinite_inputs":1}' "report --scheme $s: the NaN counted apart"
+        has out.txt '"b.w".*"nonfinite_inputs":1}' "report --scheme $s: the NaN in bfloat16 counted apart"
+        if [ -n "$PY" ]; then
+            # the other values are 1.0: a NaN taken into the scales would make every error NaN
+            if $PY - "$s" <<'PY2'
+import json, sys
+by = {x['tensor']: x for x in json.load(open('out.txt'))}
+for t in ('a.w', 'b.w'):
+    r = by[t]
+    assert r['elements'] in (160, 120) and r['overflow'] == 0, r
+    assert r['sqnr_db'] == 'inf' or r['sqnr_db'] > 40, r
+    assert r['max_abs_err'] != 'nan' and r['max_abs_err'] < 0.01, r
+assert by['c.w']['nonfinite_inputs'] == 0 and by['c.w']['sqnr_db'] > 10
+PY2
+            then ok "report --scheme $s: errors of the finite values"
+            else bad "report --scheme $s numbers"; cat out.txt; fi
+        fi
+    done
+    expect 0 "report --scheme text with a NaN input" "$M" report rnan.safetensors --scheme int8
+    has out.txt "^a.w  *F32  *int8" "report --scheme text lists the tensor"
 else
     echo "skip quantize: this build has no quantization"
 fi
