@@ -43,14 +43,28 @@ fail(mxp_status s, const char *fmt, ...)
     return s;
 }
 
-/* A printable, bounded copy of a name for messages: control bytes become '?', long names are
+/* A printable, bounded copy of a name for messages: control characters become '?', long names are
  * cut with "..." (names come from untrusted files). */
 static const char *show(char *buf, size_t cap, const char *s)
 {
+    /* at most 150 bytes of the original (docs/cli.md), never a cut inside a UTF-8 character
+     * (continuation bytes 10xxxxxx go with the byte before them); C0, DEL and C1 (U+0080..U+009F,
+     * C2 80..C2 9F: some terminals obey those as escapes too) become '?' */
+    const size_t max = cap >= 154 ? 150 : cap > 4 ? cap - 4 : 0;
     size_t i = 0, j = 0;
-    for (; s[i] && j + 4 < cap; i++) {
-        unsigned char c = (unsigned char)s[i];
-        buf[j++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    while (s[i]) {
+        const unsigned char c = (unsigned char)s[i];
+        size_t len = 1;
+        if (c >= 0xC0)
+            while (len < 4 && ((unsigned char)s[i + len] & 0xC0) == 0x80) len++;
+        if (i + len > max) break;
+        if (c < 0x20 || c == 0x7f || (c == 0xC2 && len == 2 && (unsigned char)s[i + 1] < 0xA0)) {
+            buf[j++] = '?';
+        } else {
+            memcpy(buf + j, s + i, len);
+            j += len;
+        }
+        i += len;
     }
     if (s[i]) {
         memcpy(buf + j, "...", 3);

@@ -188,6 +188,21 @@ static void test_bad_files(void **state)
     expect_bad("{\"a\":{\"dtype\":\"U8\",\"shape\":[1000000000000],"
                "\"data_offsets\":[0,1000000000000]}}",
                4, "'a'", "rule: truncated", NULL);
+    /* a name from the file in a message: C0 and C1 controls as '?', cut after 150 bytes of the
+     * original, never inside a UTF-8 character (here U+00E9, 2 bytes, straddling byte 150) */
+    {
+        char nm[400];
+        int k = snprintf(nm, sizeof nm, "x\\u001b[31m\\u009b");
+        for (int i = 0; i < 141; i++) nm[k++] = 'y'; /* bytes 8-148 (x, ESC, [31m, C1: 0-7) */
+        memcpy(nm + k, "\xc3\xa9zzzz", 7);         /* U+00E9 is bytes 149-150: past the cut */
+        nm[k + 7] = '\0';
+        snprintf(h, sizeof h, "{\"%s\":{%s,\"data_offsets\":[0,8]}}", nm, T1);
+        char want[200];
+        int w = snprintf(want, sizeof want, "'x?[31m?");
+        for (int i = 0; i < 141; i++) want[w++] = 'y';
+        strcpy(want + w, "...'");
+        expect_bad(h, 5, want, "rule: truncated", NULL);
+    }
     /* end before begin */
     snprintf(h, sizeof h, "{\"a\":{%s,\"data_offsets\":[8,0]}}", T1);
     expect_bad(h, 8, "'a'", "rule: offsets", NULL);
