@@ -1638,7 +1638,11 @@ static int execute(const mxst_file *f, plan *p, const char *out_path, const opts
         for (size_t s = 0; s < nshards && !rc; s++) {
             mxp_status st = mxst_writer_commit(ws[s]);
             ws[s] = NULL;
-            if (st) rc = err(st == MXP_EEXIST ? EXIT_USAGE : code_of(st), "%s", mxst_last_error());
+            if (st) {
+                rc = err(st == MXP_EEXIST ? EXIT_USAGE : code_of(st), "%s", mxst_last_error());
+                /* nothing is left on failure: the shards already in place go, as when the index fails */
+                for (size_t k = 0; k < s; k++) unlink(paths[k]);
+            }
         }
         if (!rc && sharded) {
             const char **names = calloc(p->n ? p->n : 1, sizeof *names);
