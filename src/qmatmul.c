@@ -127,14 +127,17 @@ mxp_status mxp__matmul_int8_k(const mxp__kernels *kt, size_t k32_max, void *y, m
                               const int8_t *a, const float *sa, const int8_t *b, const float *sb,
                               size_t m, size_t k, size_t n)
 {
-    if (yt != MXP_FLOAT32 && yt != MXP_BFLOAT16 && yt != MXP_FLOAT16) {
+    /* any floating yt: the float32 results go through the conversion table (float64 exact, the
+     * narrower formats nearest-even, non-saturating) */
+    if (!mxp_dtype_is_floating(yt)) {
         if (mxp__dtype_valid(yt))
             return mxp__fail(MXP_EUNSUPPORTED,
-                             "mxp_matmul_int8: output dtype %s is not supported (expected "
-                             "float32, bfloat16 or float16)", mxp_dtype_name(yt));
+                             "mxp_matmul_int8: output dtype %s is not a floating dtype (expected "
+                             "float32, float64, bfloat16, float16, float8_e4m3fn or float8_e5m2)",
+                             mxp_dtype_name(yt));
         return mxp__fail(MXP_EUNSUPPORTED,
-                         "mxp_matmul_int8: output dtype %d is not a valid dtype (expected "
-                         "float32, bfloat16 or float16)", (int)yt);
+                         "mxp_matmul_int8: output dtype %d is not a valid dtype (expected a "
+                         "floating dtype)", (int)yt);
     }
     const size_t ysize = mxp_dtype_size(yt);
     if ((k && m > SIZE_MAX / k) || (n && k > SIZE_MAX / n) || (n && m > SIZE_MAX / ysize / n))

@@ -78,6 +78,18 @@ static double decode_bf16(uint16_t h)
     return (double)tu_f32(u);
 }
 
+/* float8: e5m2 is float16's high byte; e4m3fn S.EEEE.MMM, bias 7, no inf, S.1111.111 NaN */
+static double decode_f8(uint8_t c, mxp_dtype t)
+{
+    if (t == MXP_FLOAT8_E5M2) return decode_f16((uint16_t)(c << 8));
+    const int s = c >> 7, e = (c >> 3) & 15, m = c & 7;
+    double v;
+    if (e == 15 && m == 7) v = (double)NAN;
+    else if (e == 0) v = ldexp(m, -9);
+    else v = ldexp(8 + m, e - 10);
+    return s ? -v : v;
+}
+
 /* the library's element i of y (type yt) as a double */
 static double got_value(const void *y, mxp_dtype yt, size_t i)
 {
@@ -86,6 +98,12 @@ static double got_value(const void *y, mxp_dtype yt, size_t i)
         memcpy(&f, (const char *)y + 4 * i, 4);
         return (double)f;
     }
+    if (yt == MXP_FLOAT64) {
+        double d;
+        memcpy(&d, (const char *)y + 8 * i, 8);
+        return d;
+    }
+    if (yt == MXP_FLOAT8_E4M3FN || yt == MXP_FLOAT8_E5M2) return decode_f8(((const uint8_t *)y)[i], yt);
     uint16_t h;
     memcpy(&h, (const char *)y + 2 * i, 2);
     return yt == MXP_FLOAT16 ? decode_f16(h) : decode_bf16(h);
@@ -93,8 +111,13 @@ static double got_value(const void *y, mxp_dtype yt, size_t i)
 
 static double want_value(float v, mxp_dtype yt)
 {
-    if (yt == MXP_FLOAT32) return (double)v;
+    if (yt == MXP_FLOAT32 || yt == MXP_FLOAT64) return (double)v; /* float64: the float32 exactly */
     if (yt == MXP_FLOAT16) return ref_round((double)v, 11, -14, 65504.0);
+    if (yt == MXP_FLOAT8_E5M2) return ref_round((double)v, 3, -14, 57344.0);
+    if (yt == MXP_FLOAT8_E4M3FN) { /* no infinity: an overflow is NaN */
+        const double r = ref_round((double)v, 4, -6, 448.0);
+        return isinf(r) ? (double)NAN : r;
+    }
     return ref_round((double)v, 8, -126, (double)FLT_MAX * (1.0 - 0x1p-8) / (1.0 - 0x1p-24));
 }
 
@@ -226,7 +249,9 @@ static void fill_i8(int8_t *p, size_t n, int mode)
     }
 }
 
-static const mxp_dtype ytypes[] = {MXP_FLOAT32, MXP_BFLOAT16, MXP_FLOAT16};
+static const mxp_dtype ytypes[] = {MXP_FLOAT32, MXP_BFLOAT16, MXP_FLOAT16, MXP_FLOAT64, MXP_FLOAT8_E4M3FN,
+                                   MXP_FLOAT8_E5M2};
+#define NYT (sizeof ytypes / sizeof ytypes[0])
 
 /* Run every table on one problem, y at byte offset yoff; compare with want and with the scalar
  * table's bits. Returns the number of table runs. */
@@ -276,7 +301,7 @@ static void run_problem(size_t m, size_t k, size_t n, int amode, int bmode, size
     fill_i8(b, k * n, bmode);
     for (size_t i = 0; i < m; i++) sa[i] = rand_scale();
     for (size_t j = 0; j < n; j++) sb[j] = rand_scale();
-    for (size_t t = 0; t < 3; t++) {
+    for (size_t t = 0; t < NYT; t++) {
         reference(want, ytypes[t], a, sa, b, sb, m, k, n);
         check_all(a, sa, b, sb, m, k, n, ytypes[t], want, yoff);
     }
@@ -353,7 +378,7 @@ static void long_k(size_t k, int pattern)
     }
     const float sa[2] = {1.0f, 1.0f}, sb[2] = {1.0f, 0.5f};
     double want[4];
-    for (size_t t = 0; t < 3; t++) {
+    for (size_t t = 0; t < NYT; t++) {
         reference(want, ytypes[t], a, sa, b, sb, m, k, n);
         check_all(a, sa, b, sb, m, k, n, ytypes[t], want, t);
     }
@@ -419,7 +444,7 @@ static void test_boundaries(void **state)
         assert_true(a && b);
         dot_for(T, a, b, k);
         double want[1];
-        for (size_t t = 0; t < 3; t++) {
+        for (size_t t = 0; t < NYT; t++) {
             reference(want, ytypes[t], a, &cases[c].sa, b, &cases[c].sb, 1, k, 1);
             check_all(a, &cases[c].sa, b, &cases[c].sb, 1, k, 1, ytypes[t], want, t);
         }
@@ -445,7 +470,7 @@ static void test_boundaries(void **state)
         sb[j] = j % 3 == 0 ? 1.0f : j % 3 == 1 ? 1e-38f : 3.0f;
         for (size_t p = 0; p < k; p++) b[p * n + j] = (int8_t)((int)(j * 7 + p) % 256 - 128);
     }
-    for (size_t t = 0; t < 3; t++) {
+    for (size_t t = 0; t < NYT; t++) {
         reference(want, ytypes[t], a, &sa, b, sb, 1, k, n);
         check_all(a, &sa, b, sb, 1, k, n, ytypes[t], want, 3);
     }
@@ -477,13 +502,13 @@ static void test_fenv(void **state)
     for (size_t i = 0; i < m; i++) sa[i] = i % 2 ? 1e-20f : rand_scale();
     for (size_t j = 0; j < n; j++) sb[j] = j % 2 ? 1e-21f : rand_scale();
     const unsigned modes[] = {0x8040u, 0x6000u, 0x4000u, 0x8040u | 0x2000u};
-    for (size_t t = 0; t < 3; t++) {
+    for (size_t t = 0; t < NYT; t++) {
         reference(want, ytypes[t], a, sa, b, sb, m, k, n);
         for (size_t md = 0; md < sizeof modes / sizeof modes[0]; md++) {
             const unsigned old = get_csr();
             set_csr((old & ~0xE040u) | modes[md]);
             const unsigned before = get_csr();
-            unsigned char y[5 * 23 * 4];
+            unsigned char y[5 * 23 * 8]; /* float64 the widest */
             const mxp_status st = mxp_matmul_int8(y, ytypes[t], a, sa, b, sb, m, k, n);
             const unsigned after = get_csr();
             set_csr(old);
@@ -527,8 +552,8 @@ static void test_errors(void **state)
     expect_error(CALL(y, MXP_FLOAT32, a, sa, NULL, sb, M, K, N), MXP_EINVAL, "b is NULL", y, sizeof y);
     expect_error(CALL(y, MXP_FLOAT32, a, sa, b, NULL, M, K, N), MXP_EINVAL, "sb is NULL", y, sizeof y);
     expect_error(CALL(y, MXP_INT8, a, sa, b, sb, M, K, N), MXP_EUNSUPPORTED, "int8", y, sizeof y);
-    expect_error(CALL(y, MXP_FLOAT64, a, sa, b, sb, M, K, N), MXP_EUNSUPPORTED, "float64", y, sizeof y);
-    expect_error(CALL(y, MXP_FLOAT8_E4M3FN, a, sa, b, sb, M, K, N), MXP_EUNSUPPORTED, "dtype", y, sizeof y);
+    expect_error(CALL(y, MXP_INT32, a, sa, b, sb, M, K, N), MXP_EUNSUPPORTED, "int32", y, sizeof y);
+    expect_error(CALL(y, MXP_BOOL, a, sa, b, sb, M, K, N), MXP_EUNSUPPORTED, "not a floating dtype", y, sizeof y);
     expect_error(CALL(y, (mxp_dtype)999, a, sa, b, sb, M, K, N), MXP_EUNSUPPORTED, "999", y, sizeof y);
     /* sizes whose products overflow (the buffers cannot exist; nothing is read) */
     expect_error(CALL(y, MXP_FLOAT32, a, sa, b, sb, SIZE_MAX / 2, 3, 1), MXP_EINVAL, "overflow", y, sizeof y);

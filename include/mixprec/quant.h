@@ -125,7 +125,9 @@ MXP_API mxp_status mxp_int4_unpack(int8_t *q, const uint8_t *packed, size_t rows
  * (n of them), acc is the exact integer dot product (exact for every k and every int8 value,
  * -128 included: no int32 wrap-around), (float)acc is one rounding to float32, sa[i] * sb[j] is a
  * float32 product, the division is float32, and the result is rounded to nearest even into yt
- * (float32, bfloat16 or float16; float16 overflow gives inf). y is [m, n] row-major, any
+ * (any floating dtype: float32 as it is, float64 exactly, bfloat16, float16 and the float8
+ * formats rounded as mxp_convert does, not saturating: overflow gives inf, NaN for e4m3fn).
+ * y is [m, n] row-major, any
  * alignment. Every ISA path gives bit-identical results. These float32 steps are IEEE
  * round-to-nearest-even whatever the caller's floating-point mode: flush-to-zero,
  * denormals-are-zero and directed rounding in MXCSR are set aside for the call, exceptions are
@@ -135,7 +137,7 @@ MXP_API mxp_status mxp_int4_unpack(int8_t *q, const uint8_t *packed, size_t rows
  * @retval MXP_EINVAL        NULL buffer with m * n > 0 (a and b may be NULL when k == 0), size
  *                           overflow (m * k, k * n or the bytes of y), or a scale that is not
  *                           finite and > 0 (the first bad sa[i] / sb[j] is named); y untouched
- * @retval MXP_EUNSUPPORTED  yt not float32, bfloat16 or float16; y untouched
+ * @retval MXP_EUNSUPPORTED  yt not a floating dtype; y untouched
  * @retval MXP_ENOMEM        the packing buffers (about 1 MiB) could not be allocated
  * Threads: runs on the calling thread only (no threads are started); safe to call concurrently.
  * Allocates its packing buffers per call and frees them before returning.
