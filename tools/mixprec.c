@@ -112,74 +112,12 @@ static const char *human(char *buf, size_t cap, double b)
 }
 #define HUMAN(b) human((char[32]){0}, 32, (double)(b))
 
-/* Length of the valid UTF-8 sequence at p (1 to 4 bytes), or 0 when the byte at p does not start
- * one (stray continuation byte, overlong form, surrogate, beyond U+10FFFF, cut short). Headers are
- * UTF-8 checked by the reader, but paths from the command line are not. */
-static size_t utf8_len(const unsigned char *p)
-{
-    unsigned c = p[0];
-    size_t n;
-    unsigned lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else
-        return 0;
-    if (p[1] < lo || p[1] > hi) return 0;
-    for (size_t k = 2; k < n; k++)
-        if (p[k] < 0x80 || p[k] > 0xBF) return 0; /* also stops at the terminating NUL */
-    return n;
-}
-
-/* A control character: C0, DEL, or C1 (U+0080..U+009F, UTF-8 C2 80..C2 9F), which some terminals
- * obey as escape sequences too. `len` is the utf8_len of the character at p. */
-static bool is_control(const unsigned char *p, size_t len)
-{
-    return (len == 1 && (p[0] < 0x20 || p[0] == 0x7f)) || (len == 2 && p[0] == 0xC2 && p[1] < 0xA0);
-}
-
-/* Names and metadata come from untrusted files, and a terminal obeys the escape sequences they may
- * hold: docs/cli.md promises them printed with each control character (or invalid UTF-8 byte)
- * replaced by '?' and cut after `max` bytes of the original, with "..." (the reader's rule for its
- * own messages). The cut never splits a UTF-8 character, so the result stays valid UTF-8.
- * Needs cap >= max + 4. */
-static const char *shown(char *buf, size_t cap, const char *str, size_t max)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0, j = 0;
-    if (max + 4 > cap) max = cap > 4 ? cap - 4 : 0;
-    while (s[i]) {
-        size_t len = utf8_len(s + i), step = len ? len : 1;
-        if (i + step > max) break;
-        if (!len || is_control(s + i, len))
-            buf[j++] = '?';
-        else {
-            memcpy(buf + j, s + i, len);
-            j += len;
-        }
-        i += step;
-    }
-    if (s[i]) {
-        memcpy(buf + j, "...", 3);
-        j += 3;
-    }
-    buf[j] = '\0';
-    return buf;
-}
 #define SHOWN_MAX 150 /* bytes of a name shown in messages and tables (docs/cli.md) */
 /* A tensor name or metadata string from a file, for messages and text output. */
-#define SHOWN(s) shown((char[SHOWN_MAX + 4]){0}, SHOWN_MAX + 4, (s), SHOWN_MAX)
+#define SHOWN(s) mxst_show((char[SHOWN_MAX + 4]){0}, SHOWN_MAX + 4, (s), SHOWN_MAX)
 /* A longer text that may quote a name (a shard path, a library message, a plan rule): control
  * characters replaced the same way, cut only at a length no real message reaches. */
-#define CLEAN(s) shown((char[1028]){0}, 1028, (s), 1024)
+#define CLEAN(s) mxst_show((char[1028]){0}, 1028, (s), 1024)
 
 /* A JSON string: quotes, backslashes and every control character escaped (DEL and C1 too, so that
  * the output is safe on a terminal), invalid UTF-8 bytes as U+FFFD, so the output is always
@@ -189,11 +127,12 @@ static void json_str(FILE *o, const char *str)
     const unsigned char *s = (const unsigned char *)str;
     fputc('"', o);
     while (*s) {
-        size_t len = utf8_len(s);
+        bool control;
+        const size_t len = mxst_char_at((const char *)s, &control);
         if (!len) {
             fputs("\\ufffd", o);
             s++;
-        } else if (is_control(s, len)) {
+        } else if (control) {
             unsigned cp = len == 1 ? s[0] : s[1]; /* C2 xx is U+00xx */
             if (cp == '\n')
                 fputs("\\n", o);
@@ -1187,7 +1126,7 @@ static void progress_tick(progress *pg, const char *name, uint64_t add)
     double rate = (double)pg->done / (t - pg->t0 + 1e-9);
     double eta = rate > 0 ? (double)(pg->total - pg->done) / rate : 0;
     char nm[41];
-    shown(nm, sizeof nm, name, sizeof nm - 4); /* stderr is a terminal here */
+    mxst_show(nm, sizeof nm, name, sizeof nm - 4); /* stderr is a terminal here */
     fprintf(stderr, "\r\033[K%5.1f%%  %s/s  ETA %.0fs  %s",
             pg->total ? 100.0 * (double)pg->done / (double)pg->total : 100.0, HUMAN(rate), eta, nm);
 }

@@ -43,37 +43,66 @@ fail(mxp_status s, const char *fmt, ...)
     return s;
 }
 
-/* A printable, bounded copy of a name for messages: control characters become '?', long names are
- * cut with "..." (names come from untrusted files). */
-static const char *show(char *buf, size_t cap, const char *s)
+/* utf8_len: the length of the valid UTF-8 sequence at p (1 to 4 bytes), or 0 when the byte at
+ * p does not start one (stray continuation byte, overlong form, surrogate, beyond U+10FFFF, cut
+ * short). Headers are UTF-8 checked by the reader, but paths from the command line are not. */
+static size_t utf8_len(const unsigned char *p)
 {
-    /* at most 150 bytes of the original (docs/cli.md), never a cut inside a UTF-8 character
-     * (continuation bytes 10xxxxxx go with the byte before them); C0, DEL and C1 (U+0080..U+009F,
-     * C2 80..C2 9F: some terminals obey those as escapes too) become '?' */
-    const size_t max = cap >= 154 ? 150 : cap > 4 ? cap - 4 : 0;
+    unsigned c = p[0];
+    size_t n;
+    unsigned lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else
+        return 0;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t k = 2; k < n; k++)
+        if (p[k] < 0x80 || p[k] > 0xBF) return 0; /* also stops at the terminating NUL */
+    return n;
+}
+
+size_t mxst_char_at(const char *str, bool *control)
+{
+    const unsigned char *p = (const unsigned char *)str;
+    const size_t len = utf8_len(p);
+    /* C0, DEL, or C1 (U+0080..U+009F, UTF-8 C2 80..C2 9F), which some terminals obey too */
+    *control = (len == 1 && (p[0] < 0x20 || p[0] == 0x7f)) || (len == 2 && p[0] == 0xC2 && p[1] < 0xA0);
+    return len;
+}
+
+const char *mxst_show(char *buf, size_t cap, const char *str, size_t max)
+{
     size_t i = 0, j = 0;
-    while (s[i]) {
-        const unsigned char c = (unsigned char)s[i];
-        size_t len = 1;
-        if (c >= 0xC0)
-            while (len < 4 && ((unsigned char)s[i + len] & 0xC0) == 0x80) len++;
-        if (i + len > max) break;
-        if (c < 0x20 || c == 0x7f || (c == 0xC2 && len == 2 && (unsigned char)s[i + 1] < 0xA0)) {
+    if (max + 4 > cap) max = cap > 4 ? cap - 4 : 0;
+    while (str[i]) {
+        bool control;
+        const size_t len = mxst_char_at(str + i, &control), step = len ? len : 1;
+        if (i + step > max) break;
+        if (!len || control) {
             buf[j++] = '?';
         } else {
-            memcpy(buf + j, s + i, len);
+            memcpy(buf + j, str + i, len);
             j += len;
         }
-        i += len;
+        i += step;
     }
-    if (s[i]) {
+    if (str[i]) {
         memcpy(buf + j, "...", 3);
         j += 3;
     }
     buf[j] = '\0';
     return buf;
 }
-#define SHOW(s) show((char[160]){0}, 160, (s))
+#define SHOW(s) mxst_show((char[154]){0}, 154, (s), 150)
 
 /* ---- dtypes ------------------------------------------------------------------------------ */
 

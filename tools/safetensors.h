@@ -116,6 +116,23 @@ typedef struct mxst_tensor {
 typedef struct mxst_file mxst_file;
 
 /**
+ * The character at str (UTF-8): its length in bytes (1 to 4), or 0 when the byte at str does not
+ * start a valid sequence (stray continuation byte, overlong form, surrogate, beyond U+10FFFF, cut
+ * short). *control: it is a control character, C0, DEL or C1 (U+0080..U+009F, which some
+ * terminals obey as escapes). Reads up to the NUL. Thread-safety: safe.
+ */
+size_t mxst_char_at(const char *str, bool *control);
+
+/**
+ * A printable copy of str (a name, a metadata string or a message quoting them: untrusted text)
+ * in buf: each control character or invalid UTF-8 byte becomes '?', and the text is cut after
+ * max bytes of the original with "..." (never inside a UTF-8 character, so the copy stays valid
+ * UTF-8). docs/cli.md's rule uses max = 150. buf holds cap bytes; max is lowered to cap - 4 if
+ * needed. Returns buf. Thread-safety: safe.
+ */
+const char *mxst_show(char *buf, size_t cap, const char *str, size_t max);
+
+/**
  * Open and validate a safetensors file, or a sharded checkpoint when the path ends in ".json"
  * (its *.safetensors.index.json: {"metadata": {"total_size": N, ...}, "weight_map":
  * {tensor: shard file name}}; shard names are plain file names in the index's directory).
