@@ -6,6 +6,9 @@
 #ifndef MIXPREC_INTERNAL_H
 #define MIXPREC_INTERNAL_H
 
+#include <stdint.h>
+#include <string.h>
+
 #include "mixprec.h"
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -20,6 +23,15 @@ mxp_status mxp__fail(mxp_status s, const char *fmt, ...) MXP__PRINTF(2, 3);
 
 /* True when d is a valid mxp_dtype value. */
 static inline bool mxp__dtype_valid(mxp_dtype d) { return (unsigned)d < MXP_DTYPE_COUNT; }
+
+/* f is finite and > 0, read from its bits: a comparison would see a subnormal as 0 under the
+ * caller's denormals-are-zero (loss scales, quantization and matmul scales may be subnormal) */
+static inline bool mxp__positive_finite(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u != 0 && u < 0x7F800000u; /* sign clear, not zero, exponent below inf / NaN */
+}
 
 /*
  * The byte span of n elements of `size` bytes at p, for argument checks: false when n * size

@@ -32,15 +32,6 @@ static mxp_loss_scale make(mxp_loss_scale_kind kind, float scale, float min_scal
     return s;
 }
 
-/* scale is finite and > 0, read from its bits: a comparison would see a subnormal as 0 under
- * the caller's DAZ */
-static bool positive_finite(float scale)
-{
-    uint32_t u;
-    memcpy(&u, &scale, sizeof u);
-    return u != 0 && u < 0x7F800000u; /* sign clear, not zero, exponent below inf / NaN */
-}
-
 mxp_loss_scale mxp_loss_scale_noop(void) { return make(MXP_LOSS_SCALE_NOOP, 1.0f, 1.0f); }
 
 mxp_loss_scale mxp_loss_scale_static(float scale) { return make(MXP_LOSS_SCALE_STATIC, scale, 0.0f); }
@@ -111,7 +102,7 @@ bool mxp_loss_scale_is_valid(mxp_loss_scale s) { return invalid_reason(&s) == NU
 mxp_status mxp_loss_scale_static_ex(float scale, mxp_loss_scale *out)
 {
     if (!out) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_static_ex: out must be non-NULL");
-    if (!positive_finite(scale))
+    if (!mxp__positive_finite(scale))
         return mxp__fail(MXP_EINVAL,
                          "mxp_loss_scale_static_ex: scale %g must be finite and > 0", (double)scale);
     *out = mxp_loss_scale_static(scale);
@@ -260,7 +251,7 @@ static mxp_status check_buffer(const char *fn, const char *what, const void *x, 
  * would flip every gradient's sign while reporting success. */
 static mxp_status check_scale(const char *fn, float scale)
 {
-    if (positive_finite(scale)) return MXP_OK;
+    if (mxp__positive_finite(scale)) return MXP_OK;
     return mxp__fail(MXP_EINVAL, "%s: scale %g is not a loss scale (expected finite and > 0)", fn,
                      (double)scale);
 }

@@ -33,7 +33,7 @@
 static mxp_status check_scales(const float *s, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
-        if (!(s[i] > 0.0f && s[i] <= 3.40282347e38f)) /* false for NaN too */
+        if (!mxp__positive_finite(s[i])) /* a subnormal too, whatever the caller's DAZ */
             return mxp__fail(MXP_EINVAL,
                              "mxp_matmul_int8: %s[%zu] = %g is not a finite scale > 0", name, i,
                              (double)s[i]);

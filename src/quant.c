@@ -472,14 +472,7 @@ mxp_status mxp_quantize_fp8_ex(void *q, mxp_dtype fmt, float *scales, const void
 
 /* ---- dequantizers ------------------------------------------------------------------------ */
 
-/* finite and > 0, from the bits: under the caller's DAZ a comparison sees a subnormal as 0 */
-static bool positive_finite(float f)
-{
-    const uint32_t u = bits_of(f);
-    return u != 0 && u < NONFINITE;
-}
-
-/* f < 0 (NaN and -0 are not), from the bits, as positive_finite */
+/* f < 0 (NaN and -0 are not), from the bits, as mxp__positive_finite (internal.h) */
 static bool negative(float f)
 {
     const uint32_t u = bits_of(f);
@@ -489,7 +482,7 @@ static bool negative(float f)
 static mxp_status check_scales(const char *fn, const float *scales, size_t ns)
 {
     for (size_t i = 0; i < ns; i++)
-        if (!positive_finite(scales[i]))
+        if (!mxp__positive_finite(scales[i]))
             return mxp__fail(MXP_EINVAL, "%s: scales[%zu] = %g is not finite and > 0", fn, i,
                              (double)scales[i]);
     return MXP_OK;
@@ -1099,7 +1092,7 @@ mxp_status mxp_fp8_scaler_restore(const char *text, mxp_fp8_scaler **out)
                          (int)(vlen[bad] < 40 ? vlen[bad] : 40), val[bad], rfield[bad]);
     const char *why = recipe_invalid(&r);
     if (why) return mxp__fail(MXP_EINVAL, "%s: invalid recipe: %s", fn, why);
-    if (!positive_finite(scale))
+    if (!mxp__positive_finite(scale))
         return mxp__fail(MXP_EINVAL, "%s: scale %g is not finite and > 0", fn, (double)scale);
     const mxp__qfenv env = mxp__qfenv_enter();
     MXP__PIN_F(scale); /* kernels.h: gcc 12 moved the division after the leave, into the caller's FTZ */

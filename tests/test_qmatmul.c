@@ -501,6 +501,8 @@ static void test_fenv(void **state)
     fill_i8(b, k * n, 1);
     for (size_t i = 0; i < m; i++) sa[i] = i % 2 ? 1e-20f : rand_scale();
     for (size_t j = 0; j < n; j++) sb[j] = j % 2 ? 1e-21f : rand_scale();
+    sa[3] = 0x1p-130f; /* subnormal: a valid scale, also under DAZ (it compared as 0 until 2026-11-28) */
+    sb[4] = 0x1p-140f;
     const unsigned modes[] = {0x8040u, 0x6000u, 0x4000u, 0x8040u | 0x2000u};
     for (size_t t = 0; t < NYT; t++) {
         reference(want, ytypes[t], a, sa, b, sb, m, k, n);
