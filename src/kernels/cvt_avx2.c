@@ -568,7 +568,45 @@ PRIM bool hw_e4m3_nan4(const void *p)
 #ifndef MXP_SIMD_PREFETCH_DIST
 #define MXP_SIMD_PREFETCH_DIST 2048
 #endif
-#define MXP_SIMD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+/* Intel (the CPUs dispatch.c sets to MXP__PREFETCH_L2, AVX2-only ones included): the scheme of
+ * cvt_avx512.c's pf_line, PREFETCHT2 of the line 6144 bytes ahead of the loads and PREFETCHT0 of
+ * the one 3072 bytes ahead (p is MXP_SIMD_PREFETCH_DIST bytes ahead), and, as there, in the
+ * nearest-even float16 narrowing, the stochastic roundings from 16-bit sources and the float64
+ * narrowings too; the loops between narrow formats take the far prefetch alone (avx2_pf_far).
+ * Until session 33 these kernels prefetched as on the Zen 3 they were tuned on (PREFETCHT0 2048
+ * bytes ahead, and not at all in those loops), which left an Intel core waiting on DRAM: Intel
+ * Xeon (CPU 4 of bench/RESULTS.md, session 33), `bench_convert --quick --csv --isa avx2`, 2^26
+ * elements, one thread, medians of three alternating runs, ns/element before -> after (ratio to
+ * the limit): f32->f16 0.349 -> 0.307 (0.84x -> 0.94x), f32->bf16 0.360 -> 0.293 (0.81x ->
+ * 0.98x), f32->e4m3fn 0.346 -> 0.317 (0.73x -> 0.81x), f32->e5m2 0.326 -> 0.292 (0.76x -> 0.89x),
+ * f64->f16 0.711 -> 0.557, f64->e4m3fn 0.798 -> 0.596, f16->bf16 0.286 -> 0.189, bf16->f16 0.251
+ * -> 0.174, e4m3fn->bf16 0.294 -> 0.128, e4m3fn->e5m2 0.135 -> 0.079, bf16->e4m3fn stochastic
+ * 0.865 -> 0.356; the widenings unchanged (f16->f32 0.250 / 0.255, e4m3fn->f32 0.198 / 0.200;
+ * the avx512 table on Intel runs these two avx2 kernels at 2^26: 0.964 -> 0.976 of the limit in
+ * five alternating runs of that table). Only speed depends on it, never a result. */
+#define AVX2_PF_L2 (mxp__avx512_prefetch == MXP__PREFETCH_L2)
+static inline __attribute__((always_inline)) void avx2_pf_line(const void *p)
+{
+    if (AVX2_PF_L2) {
+        _mm_prefetch((const char *)p - MXP_SIMD_PREFETCH_DIST + 6144, _MM_HINT_T2);
+        _mm_prefetch((const char *)p - MXP_SIMD_PREFETCH_DIST + 3072, _MM_HINT_T0);
+    } else {
+        _mm_prefetch((const char *)p, _MM_HINT_T0);
+    }
+}
+#define MXP_SIMD_PREFETCH(p) avx2_pf_line(p)
+/* The far prefetch alone (PREFETCHT2 6144 bytes ahead of the loads at p), on Intel only: the
+ * loops between narrow formats with little work per line, as cvt_avx512.c's pf_line_far */
+static inline __attribute__((always_inline)) void avx2_pf_far(const void *p)
+{
+    if (AVX2_PF_L2) _mm_prefetch((const char *)p + 6144, _MM_HINT_T2);
+}
+#define MXP_SIMD_PF_FAR(p) avx2_pf_far(p)
+#ifndef AVX2_PF_NO_EXTRA
+#define MXP_SIMD_PREFETCH_HW_F16 AVX2_PF_L2
+#define MXP_SIMD_PREFETCH_SRN AVX2_PF_L2
+#define MXP_SIMD_PREFETCH_N64 AVX2_PF_L2
+#endif
 
 /* float64 <-> narrow without a float32 block (cvt_simd_impl.h's n64_loop / w64_loop). AVX2 has
  * no embedded rounding, so the frame sets MXCSR to toward zero (FTZ and DAZ off, every exception
@@ -769,6 +807,7 @@ static SIMD_INLINE size_t f8b_run(unsigned char *d, const unsigned char *s, size
                                   int nt)
 {
     for (; i + 32 <= n; i += 32) {
+        if (nt) avx2_pf_far(s + i);
         const __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
         const __m256i r = e4 ? e5m2_e4m3_b(b, sat) : e4m3_e5m2_b(b);
         if (nt) MXP__STREAM256((__m256i *)(void *)(d + i), r);
@@ -870,8 +909,10 @@ PRIM void f8h_step(unsigned char *p, __m256i b, const __m256i *tab, int k, int s
 static SIMD_INLINE size_t f8h_run(unsigned char *d, const unsigned char *s, size_t i, size_t n,
                                   const __m256i *tab, int k, int small, int special, int nt)
 {
-    for (; i + 32 <= n; i += 32)
+    for (; i + 32 <= n; i += 32) {
+        if (nt) avx2_pf_far(s + i);
         f8h_step(d + 2 * i, _mm256_loadu_si256((const __m256i *)(const void *)(s + i)), tab, k, small, special, nt);
+    }
     return i;
 }
 /* kind: the one without saturation (the saturating one follows those with an infinity) */
@@ -948,6 +989,7 @@ PRIM __m256i bf16_f16_w(__m256i h, __m256i *out)
 static SIMD_INLINE size_t bfh_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int sat, int nt)
 {
     for (; i + 32 <= n; i += 32) {
+        if (nt) avx2_pf_far(s + 2 * i);
         const __m256i h0 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i));
         const __m256i h1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i + 32));
         __m256i o0, o1;

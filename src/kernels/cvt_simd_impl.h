@@ -1595,6 +1595,9 @@ PRIM void to16_st2(unsigned char *p, V x, V y, int sat, int nt) /* x, y: float32
 static SIMD_INLINE size_t to16_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int sat, int nt)
 {
     for (; i + 2 * VL <= n; i += 2 * VL) {
+#ifdef MXP_SIMD_PF_FAR
+        if (nt) MXP_SIMD_PF_FAR(s + 2 * i);
+#endif
 #if defined(MXP_SIMD_BF16_RNE2) && defined(MXP_SIMD_ANY_NAN4)
         /* 4*VL elements without a NaN by bf16_rne2, as narrow_loop does */
         if (i + 4 * VL <= n) {

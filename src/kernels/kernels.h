@@ -133,8 +133,11 @@ extern size_t mxp__nt_threshold;
  * there and in the nearest-even 16-bit narrowings, the stochastic roundings from 16-bit sources,
  * the float64 narrowings, float16 <-> bfloat16 and the float8 <-> float8 stochastic kernel
  * (Intel), where the in-cache float32 -> bfloat16 loop also converts before it tests
- * (cvt_avx512.c's MXP_SIMD_BF16_HW4_CACHE). Only speed depends on it, never a result
- * (tests/test_isa.c's mixed-data pass runs at every level). */
+ * (cvt_avx512.c's MXP_SIMD_BF16_HW4_CACHE). Since session 33 the AVX2 kernels read it too
+ * (cvt_avx2.c's avx2_pf_line, cvt_f64_avx2.c's sr_f64_run): on MXP__PREFETCH_L2 (Intel, AVX2-only
+ * parts included) they take the Intel scheme, elsewhere their own PREFETCHT0 2048 bytes ahead.
+ * Only speed depends on it, never a result (tests/test_isa.c's mixed-data pass runs at every
+ * level). */
 enum { MXP__PREFETCH_OFF = 0, MXP__PREFETCH_L1 = 1, MXP__PREFETCH_L2 = 2 };
 extern int mxp__avx512_prefetch;
 
