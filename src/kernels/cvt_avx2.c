@@ -569,8 +569,8 @@ PRIM bool hw_e4m3_nan4(const void *p)
 #define MXP_SIMD_PREFETCH_DIST 2048
 #endif
 /* Intel (the CPUs dispatch.c sets to MXP__PREFETCH_L2, AVX2-only ones included): the scheme of
- * cvt_avx512.c's pf_line, PREFETCHT2 of the line 6144 bytes ahead of the loads and PREFETCHT0 of
- * the one 3072 bytes ahead (p is MXP_SIMD_PREFETCH_DIST bytes ahead), and, as there, in the
+ * cvt_avx512.c's pf_line (kernels.h's mxp__pf_intel: PREFETCHT2 of the line 6144 bytes ahead of
+ * the loads, PREFETCHT0 of the one 3072 bytes ahead; p is MXP_SIMD_PREFETCH_DIST bytes ahead), and, as there, in the
  * nearest-even float16 narrowing, the stochastic roundings from 16-bit sources and the float64
  * narrowings too; the loops between narrow formats take the far prefetch alone (avx2_pf_far).
  * Until session 33 these kernels prefetched as on the Zen 3 they were tuned on (PREFETCHT0 2048
@@ -587,26 +587,20 @@ PRIM bool hw_e4m3_nan4(const void *p)
 #define AVX2_PF_L2 (mxp__avx512_prefetch == MXP__PREFETCH_L2)
 static inline __attribute__((always_inline)) void avx2_pf_line(const void *p)
 {
-    if (AVX2_PF_L2) {
-        _mm_prefetch((const char *)p - MXP_SIMD_PREFETCH_DIST + 6144, _MM_HINT_T2);
-        _mm_prefetch((const char *)p - MXP_SIMD_PREFETCH_DIST + 3072, _MM_HINT_T0);
-    } else {
-        _mm_prefetch((const char *)p, _MM_HINT_T0);
-    }
+    if (AVX2_PF_L2) mxp__pf_intel((const char *)p - MXP_SIMD_PREFETCH_DIST);
+    else _mm_prefetch((const char *)p, _MM_HINT_T0);
 }
 #define MXP_SIMD_PREFETCH(p) avx2_pf_line(p)
-/* The far prefetch alone (PREFETCHT2 6144 bytes ahead of the loads at p), on Intel only: the
- * loops between narrow formats with little work per line, as cvt_avx512.c's pf_line_far */
+/* The far prefetch alone (PREFETCHT2 MXP__PF_FAR bytes ahead of the loads at p), on Intel only:
+ * the loops between narrow formats with little work per line, as cvt_avx512.c's pf_line_far */
 static inline __attribute__((always_inline)) void avx2_pf_far(const void *p)
 {
-    if (AVX2_PF_L2) _mm_prefetch((const char *)p + 6144, _MM_HINT_T2);
+    if (AVX2_PF_L2) _mm_prefetch((const char *)p + MXP__PF_FAR, _MM_HINT_T2);
 }
 #define MXP_SIMD_PF_FAR(p) avx2_pf_far(p)
-#ifndef AVX2_PF_NO_EXTRA
 #define MXP_SIMD_PREFETCH_HW_F16 AVX2_PF_L2
 #define MXP_SIMD_PREFETCH_SRN AVX2_PF_L2
 #define MXP_SIMD_PREFETCH_N64 AVX2_PF_L2
-#endif
 
 /* float64 <-> narrow without a float32 block (cvt_simd_impl.h's n64_loop / w64_loop). AVX2 has
  * no embedded rounding, so the frame sets MXCSR to toward zero (FTZ and DAZ off, every exception

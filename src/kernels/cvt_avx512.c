@@ -948,7 +948,7 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
 #endif
 /* Intel's second prefetch: the line PF_NEAR bytes ahead of the loads into L1 (below) */
 #ifndef PF_NEAR
-#define PF_NEAR 3072
+#define PF_NEAR MXP__PF_NEAR
 #endif
 /* Whether this CPU prefetches into L2 (Intel), and so also in the loops that only it prefetches in */
 #define PF_L2 (mxp__avx512_prefetch == MXP__PREFETCH_L2)

@@ -86,7 +86,7 @@ ALWAYS_INLINE void f64_from_f32_8(unsigned char *d, const unsigned char *s, int 
  * prefetches its source into L2 this many bytes ahead: Intel Xeon (session 30), 2^26 elements,
  * one process per build, median of 9 calls, three runs: 0.693 / 0.730 / 0.760 ns/element
  * without, 0.589 / 0.578 / 0.581 with (the limit: about 0.60). Elsewhere it does not (kernels.h). */
-#define F64_PREFETCH_L2 6144
+#define F64_PREFETCH_L2 MXP__PF_FAR
 #define F64_KERNEL(name, ib, ob, step)                                                            \
     static void name(void *dst, const void *src, size_t n, const mxp__cvt_args *a)               \
     {                                                                                             \
@@ -239,9 +239,8 @@ ALWAYS_INLINE void sr_f64_8(unsigned char *d, const unsigned char *s, __m256i r,
  * and whose element i has the low index half lo. The inner loop holds only the fast path
  * (sr_f64_4_fast, every magnitude of the step in [lo64, hi64]: a + oadd >= olim as signed
  * 64-bit numbers, where a > hi64 wraps below olim and a < lo64 stays below); a step that fails
- * the check takes the general path outside it. */
-/* pf: large calls on Intel (MXP__PREFETCH_L2) prefetch the source as cvt_avx512.c's pf_line, the
- * line 6144 bytes ahead into L2 and the one 3072 bytes ahead into L1. Intel Xeon (session 33),
+ * the check takes the general path outside it. pf: large calls on Intel (MXP__PREFETCH_L2)
+ * prefetch the source (kernels.h's mxp__pf_intel). Intel Xeon (session 33),
  * the avx2 table, 2^26 elements, medians of three alternating runs, ns/element before -> after:
  * f64->f32 stochastic 1.287 -> 0.800, f64->bf16 stochastic 1.871 -> 0.690 (nearest-even: 0.56
  * and 0.61). The avx512 table's float64 stochastic kernels are cvt_avx512.c's (F64Z_PREFETCH). */
@@ -270,10 +269,7 @@ ALWAYS_INLINE void sr_f64_run(unsigned char *d, const unsigned char *s, size_t i
                                                      _mm256_set1_epi32((int)MXP__SR_W)));
     while (i < end) {
         for (; i < end; i += 8) {
-            if (pf) {
-                _mm_prefetch((const char *)(s + 8 * i + 6144), _MM_HINT_T2);
-                _mm_prefetch((const char *)(s + 8 * i + 3072), _MM_HINT_T0);
-            }
+            if (pf) mxp__pf_intel(s + 8 * i);
             const __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 8 * i));
             const __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 8 * i + 32));
             const __m256i a0 = _mm256_and_si256(u0, absm), a1 = _mm256_and_si256(u1, absm);

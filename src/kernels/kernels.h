@@ -140,6 +140,18 @@ extern size_t mxp__nt_threshold;
  * level). */
 enum { MXP__PREFETCH_OFF = 0, MXP__PREFETCH_L1 = 1, MXP__PREFETCH_L2 = 2 };
 extern int mxp__avx512_prefetch;
+/* Intel's source prefetch (MXP__PREFETCH_L2) for the loads at p: PREFETCHT2 of the line
+ * MXP__PF_FAR bytes ahead (into L2) and PREFETCHT0 of the one MXP__PF_NEAR bytes ahead (into L1;
+ * in L2 by then). cvt_avx512.c's pf_line has the measurements; the AVX2 kernels share it. */
+enum { MXP__PF_FAR = 6144, MXP__PF_NEAR = 3072 };
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+static inline __attribute__((always_inline)) void mxp__pf_intel(const void *p)
+{
+    _mm_prefetch((const char *)p + MXP__PF_FAR, _MM_HINT_T2);
+    _mm_prefetch((const char *)p + MXP__PF_NEAR, _MM_HINT_T0);
+}
+#endif
 
 /*
  * The floating-point environment around a kernel call. The SIMD kernels (and the scalar
