@@ -836,10 +836,9 @@ static int plan_cast(const mxst_file *f, const mxp_policy_map *m, plan *p)
                              (unsigned long long)(t->ndim > 1 ? t->shape[1] : 0));
                     break;
                 }
-            } else {
-                memcpy(shape, t->shape, nd * sizeof *shape);
             }
-            item *it = plan_add(p, t->name, to, nd, shape);
+            /* int8 / fp8 / mxfp8 keep X's own shape, which may have any number of dimensions */
+            item *it = plan_add(p, t->name, to, nd, sh ? shape : t->shape);
             if (!it) {
                 rc = err(EXIT_IO, "out of memory");
                 break;

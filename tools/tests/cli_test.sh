@@ -166,6 +166,11 @@ mk("e4ov.safetensors", {"w": {"dtype": "U8", "shape": [1, 0], "data_offsets": [0
                         "w_scale": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
                         "w_shape": {"dtype": "I64", "shape": [3], "data_offsets": [4, 28]}},
    struct.pack("<f", 1) + struct.pack("<3q", 1, 1 << 40, 1 << 40))
+# an int8 tensor of 5000 dimensions [2, 1, ..., 1] with a per-row scale: cast once copied its
+# shape into a 64-entry stack array (a segfault, an ASan stack-buffer-overflow)
+mk("ehd.safetensors", {"w": {"dtype": "I8", "shape": [2] + [1] * 4999, "data_offsets": [0, 2]},
+                       "w_scale": {"dtype": "F32", "shape": [2], "data_offsets": [2, 10]}},
+   struct.pack("<2b", 3, -5) + struct.pack("<2f", 0.5, 0.25))
 PY2
     expect 0 "int4: cast of an empty [3, 2^40, 0] tensor ends" \
         $T_OUT "$M" cast e4.safetensors e4-out.safetensors --policy f32 --quiet
@@ -175,6 +180,16 @@ PY2
         "$M" cast e4ov.safetensors e4ov-out.safetensors --policy f32 --dry-run
     has err.txt "e4ov.safetensors: tensor 'w_shape'.*rule: quantized-shape" \
         "int4: the overflow names the input and the rule"
+    expect 0 "int8: cast of a 5000-dimension tensor with its scale" \
+        "$M" cast ehd.safetensors ehd-out.safetensors --policy f32 --quiet
+    "$M" inspect --json ehd-out.safetensors > ei.txt 2>&1
+    has ei.txt '"shape":\[2,1,1,' "int8: the 5000-dimension shape is kept"
+    # the values, by the file's own bytes: 3 * 0.5 = 1.5 (0x3FC00000), -5 * 0.25 = -1.25 (0xBFA00000)
+    if [ "$(tail -c 8 ehd-out.safetensors | od -An -tx4 | tr -d ' \n')" = 3fc00000bfa00000 ]; then
+        ok "int8: 5000-dimension values dequantized"
+    else
+        bad "int8: 5000-dimension values dequantized"
+    fi
 fi
 
 # ---- names from files: control characters as '?', cut after 150 bytes ------------------------------
