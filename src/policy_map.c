@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -833,13 +834,29 @@ mxp_status mxp_policy_map_save(const mxp_policy_map *m, const char *path)
     char *buf = malloc(len + 1);
     if (!buf) return mxp__fail(MXP_ENOMEM, "out of memory formatting the policy map");
     (void)mxp_policy_map_format(m, buf, len + 1, &len);
-    FILE *f = fopen(path, "wb");
+    /* Into a new file beside path ("x": never an existing one, so saves from several threads or
+     * processes each write their own), renamed over path once whole: a failed write (a full disk)
+     * leaves the old file as it was, and removes the new one. */
+    static atomic_uint seq;
+    const size_t tcap = strlen(path) + 48;
+    char *tmp = malloc(tcap);
+    FILE *f = NULL;
+    for (int tries = 0; tmp && !f && tries < 16; tries++) {
+        snprintf(tmp, tcap, "%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&seq, 1u));
+        f = fopen(tmp, "wbx");
+        if (!f && errno != EEXIST) break;
+    }
     if (!f) {
+        const mxp_status st = tmp ? MXP_EIO : MXP_ENOMEM;
+        free(tmp);
         free(buf);
-        return mxp__fail(MXP_EIO, "cannot create policy map file '%s'", path);
+        return mxp__fail(st, "cannot create policy map file '%s'", path);
     }
     bool ok = fwrite(buf, 1, len, f) == len;
     ok = (fclose(f) == 0) && ok;
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok) remove(tmp);
+    free(tmp);
     free(buf);
     return ok ? MXP_OK : mxp__fail(MXP_EIO, "error writing policy map file '%s'", path);
 }

@@ -8,6 +8,7 @@
  * leftmost-longest match spans all of it (offsets 0..strlen): a different way to get "whole
  * path" than the library's anchoring ("^(key)$"), so the two can disagree if either is wrong.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1083,6 +1086,57 @@ static int reset_globals(void **state)
     return 0;
 }
 
+/* A save that fails part-way (a full disk: RLIMIT_FSIZE of 4 KiB in a child process) leaves the
+ * file that was there as it was, and no temporary file beside it. */
+static void test_save_failure_keeps_old_file(void **state)
+{
+    (void)state;
+    char dir[64], path[96];
+    snprintf(dir, sizeof dir, "/tmp/mxp_test_pmsave_%d", (int)getpid());
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/map.cfg", dir);
+    char *text = malloc(64 * 1024);
+    assert_non_null(text);
+    size_t n = 0;
+    for (int i = 0; i < 500; i++) n += (size_t)snprintf(text + n, 64 * 1024 - n, "layer%03d.weight = bf16\n", i);
+    mxp_policy_map *m = NULL, *back = NULL;
+    assert_int_equal(mxp_policy_map_parse(text, &m), MXP_OK);
+    assert_int_equal(mxp_policy_map_save(m, path), MXP_OK);
+    struct stat before;
+    assert_int_equal(stat(path, &before), 0);
+    assert_true(before.st_size > 8192);
+    fflush(NULL);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        const struct rlimit rl = {4096, 4096};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        const mxp_status st = mxp_policy_map_save(m, path);
+        _exit(st == MXP_EIO && strstr(mxp_last_error(), path) ? 0 : 1);
+    }
+    int wst = 0;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0); /* the child's save failed with MXP_EIO */
+    struct stat after;
+    assert_int_equal(stat(path, &after), 0);
+    assert_int_equal(after.st_size, before.st_size);
+    assert_int_equal(mxp_policy_map_load(path, &back), MXP_OK);
+    assert_true(mxp_policy_map_equal(m, back));
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) entries++;
+    closedir(d);
+    assert_int_equal(entries, 1); /* map.cfg alone: the temporary file was removed */
+    remove(path);
+    rmdir(dir);
+    mxp_policy_map_free(back);
+    mxp_policy_map_free(m);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1103,6 +1157,7 @@ int main(void)
         cmocka_unit_test_setup(test_lookup_work_counted, reset_globals),
         cmocka_unit_test_setup(test_build_is_linear_counted, reset_globals),
         cmocka_unit_test_setup(test_load_bounded, reset_globals),
+        cmocka_unit_test_setup(test_save_failure_keeps_old_file, reset_globals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

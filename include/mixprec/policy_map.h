@@ -221,7 +221,9 @@ MXP_API mxp_status mxp_policy_map_parse(const char *text, mxp_policy_map **out);
 MXP_API mxp_status mxp_policy_map_load(const char *path, mxp_policy_map **out);
 
 /**
- * Write mxp_policy_map_format's text to a file (created or truncated).
+ * Write mxp_policy_map_format's text to a file (created or replaced): into a new file beside
+ * it ("PATH.tmp-PID-N"), renamed over PATH once complete, so on any error PATH is left as it was
+ * and no temporary file remains (a symlink at PATH is replaced, not written through).
  * @retval MXP_OK / MXP_EINVAL (NULL arguments) / MXP_ENOMEM / MXP_EIO (cannot write; the
  *         message names the file) / MXP_EFORMAT (the text would exceed MXP_POLICY_MAP_FILE_MAX,
  *         which mxp_policy_map_load refuses; nothing is written)
