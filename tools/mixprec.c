@@ -759,7 +759,7 @@ static bool quantized_pair(const mxst_file *f, const mxst_tensor *x, scheme *sch
 }
 
 /* cast: one item per output tensor. */
-static int plan_cast(const mxst_file *f, const mxp_policy_map *m, plan *p)
+static int plan_cast(const mxst_file *f, const mxp_policy_map *m, bool saturate, plan *p)
 {
     size_t n = mxst_count(f);
     /* names consumed as the scale / shape of a quantized tensor */
@@ -858,7 +858,8 @@ static int plan_cast(const mxst_file *f, const mxp_policy_map *m, plan *p)
                 rc = err(EXIT_IO, "out of memory");
                 break;
             }
-            it->op = to == t->dtype ? OP_COPY : OP_CONVERT;
+            /* --saturate applies to every pair, the same dtype included (+-inf -> +-max) */
+            it->op = to == t->dtype && !saturate ? OP_COPY : OP_CONVERT;
             it->src = t;
             rule_text(it->rule, sizeof it->rule, key, &pol);
         } else {
@@ -1679,7 +1680,7 @@ static int convert_common(int argc, char **argv, bool quant)
     if (!ends_with(out, ".json") || !o.dry_run) {
         if ((rc = check_out_path(out, f, in, o.force))) goto out;
     }
-    rc = quant ? plan_quantize(f, sch, m, &rg, &o, &p) : plan_cast(f, m, &p);
+    rc = quant ? plan_quantize(f, sch, m, &rg, &o, &p) : plan_cast(f, m, o.saturate, &p);
     if (rc) goto out;
     if ((rc = metadata_pairs(f, &kv, &nkv))) goto out;
     rc = execute(f, &p, out, &o, kv, nkv);

@@ -127,6 +127,20 @@ printf 'fc[.].* = bf16\n.*weight = f16\n' > amb.map
 expect 2 "an ambiguous map is a usage error" "$M" cast model.safetensors amb.safetensors --map amb.map
 has err.txt "fc.weight" "ambiguity names the tensor"
 
+# ---- --saturate: every pair, the target dtype itself included ---------------------------------
+# 'big' is i % 7 * 1.5e5 - 3e5: -3e5, -1.5e5, 0, 1.5e5 ... 6e5, so float16 holds -inf -inf 0 inf
+# inf inf inf (mkst rounds without saturating); saturated, every inf is float16's max, 65504.
+"$K" write sat.safetensors 'h=F16[7]:big' 'f=F32[7]:big' || exit 1
+expect 0 "cast --saturate" "$M" cast sat.safetensors sat-out.safetensors --policy f16 --saturate --quiet
+for t in h f; do
+    "$K" dump sat-out.safetensors $t | tr '\n' ' ' > dump.txt
+    if [ "$(cat dump.txt)" = "-65504 -65504 0 65504 65504 65504 65504 " ]; then
+        ok "--saturate: $t (already float16 for h) has no inf left"
+    else
+        bad "--saturate: $t (already float16 for h) has no inf left: $(cat dump.txt)"
+    fi
+done
+
 # ---- tensors of no elements: O(1) whatever the shape ---------------------------------------------
 # A zero-column quantized tensor [2^40, 0] with its scale once looped per (empty) row for hours;
 # `timeout` turns such a regression into a failure instead of a hung test.
