@@ -14,7 +14,8 @@ need libjansson-dev
 [ "$(uname -m)" = x86_64 ] && need libsimde-dev
 case "$what" in
   # Open MPI: train_mlp_mpi (data-parallel train_mlp, the demo's mpirun row, ctest -L mpi)
-  demo) need dataset-fashion-mnist; need openmpi-bin; need libopenmpi-dev ;;
+  # gnuplot-nox: the demo's plot of the curves (build/demo/curves.png)
+  demo) need dataset-fashion-mnist; need openmpi-bin; need libopenmpi-dev; need gnuplot-nox ;;
   # optional: bench_qmatmul's OpenBLAS cblas_sgemm baseline (the benchmarks build without it)
   bench) need libopenblas-dev ;;
   ci) need dataset-fashion-mnist; need clang; need gcc-aarch64-linux-gnu; need libc6-dev-arm64-cross
