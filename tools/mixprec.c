@@ -112,6 +112,10 @@ static const char *human(char *buf, size_t cap, double b)
 }
 #define HUMAN(b) human((char[32]){0}, 32, (double)(b))
 
+/* "s" after a count other than 1, in text output and messages: "1 tensor", "2 tensors". The
+ * --json keys never change. */
+#define PLURAL(n) ((n) == 1 ? "" : "s")
+
 #define SHOWN_MAX 150 /* bytes of a name shown in messages and tables (docs/cli.md) */
 /* A tensor name or metadata string from a file, for messages and text output. */
 #define SHOWN(s) mxst_show((char[SHOWN_MAX + 4]){0}, SHOWN_MAX + 4, (s), SHOWN_MAX)
@@ -348,7 +352,8 @@ static const char *HELP_CAST =
     "`mixprec quantize` (X with X_scale, and X_shape for int4) becomes floats again.\n"
     "OUT ending in .json writes a sharded checkpoint (its index; shards beside it).\n"
     "  --saturate            overflow becomes +-max finite instead of inf\n"
-    "  --dry-run             print the plan (tensor -> rule -> dtype -> bytes) and totals only\n"
+    "  --dry-run             print the plan (tensor -> rule -> dtype -> bytes) and totals only;\n"
+    "                        an existing OUT is noted, not refused (nothing is written)\n"
     "  --force               replace an existing OUT\n"
     "  --threads N           conversion threads (0, the default: online CPUs, at most 8)\n"
     "  --quiet               no progress on stderr\n"
@@ -410,13 +415,15 @@ static const char *HELP_REPORT =
     "  --scheme S   quantize and dequantize with int8 | int4 | fp8 | mxfp8 (as `quantize`)\n"
     "  --map FILE   tensors matched by a key use that policy (param dtype, or its q= with\n"
     "               --scheme); the others use --dtype / --scheme\n"
-    "  --json       a JSON array (inf / nan as strings)\n"
+    "  --json       a JSON array, one object per tensor: tensor, dtype, target, elements,\n"
+    "               max_abs_err, rel_l2, sqnr_db, overflow, flushed_to_zero, nonfinite_inputs\n"
+    "               (inf / nan as strings)\n"
     "\n"
     "example:\n"
     "  $ mixprec report big.safetensors --dtype float16\n"
-    "  tensor       dtype  target    max_abs_err       rel_l2   sqnr_db  overflow   flushed\n"
-    "  big.weight   F32    F16               inf          inf      -inf        27         0\n"
-    "  tiny.weight  F32    F16             3e-09            1      0.00         0        32\n";
+    "  tensor       dtype   target   max_abs_err       rel_l2   sqnr_db  overflow   flushed\n"
+    "  big.weight   F32     F16              inf          inf      -inf        27         0\n"
+    "  tiny.weight  F32     F16            3e-09            1      0.00         0        32\n";
 
 /* ---- opening ----------------------------------------------------------------------------------
  */
@@ -436,6 +443,15 @@ static uint64_t total_bytes(const mxst_file *f)
     uint64_t b = 0;
     for (size_t i = 0; i < mxst_shard_count(f); i++) b += mxst_shard_size(f, i);
     return b;
+}
+
+/* One row of inspect's totals; the words keep their columns in the singular ("1 tensor "). */
+static void totals_row(FILE *out, const char *what, uint64_t tensors, uint64_t elements,
+                       uint64_t bytes)
+{
+    fprintf(out, "  %-11s %8llu tensor%-1s %14llu element%-1s %16llu byte%s\n", what,
+            (unsigned long long)tensors, PLURAL(tensors), (unsigned long long)elements,
+            PLURAL(elements), (unsigned long long)bytes, PLURAL(bytes));
 }
 
 static int cmd_inspect(int argc, char **argv)
@@ -509,8 +525,8 @@ static int cmd_inspect(int argc, char **argv)
                 first ? "" : ",", (unsigned long long)tc, (unsigned long long)te,
                 (unsigned long long)tb);
     } else {
-        fprintf(out, "%s: %zu tensors, %zu file%s, %s\n", o.pos[0], n, mxst_shard_count(f),
-                mxst_shard_count(f) == 1 ? "" : "s", HUMAN(total_bytes(f)));
+        fprintf(out, "%s: %zu tensor%s, %zu file%s, %s\n", o.pos[0], n, PLURAL(n),
+                mxst_shard_count(f), PLURAL(mxst_shard_count(f)), HUMAN(total_bytes(f)));
         if (mxst_is_sharded(f))
             for (size_t s = 0; s < mxst_shard_count(f); s++)
                 fprintf(out, "  shard %s: %s\n", CLEAN(mxst_shard_path(f, s)),
@@ -538,15 +554,12 @@ static int cmd_inspect(int argc, char **argv)
         uint64_t tc = 0, te = 0, tb = 0;
         for (int d = MXST_DTYPE_COUNT - 1; d >= 0; d--) {
             if (!cnt[d]) continue;
-            fprintf(out, "  %-11s %8llu tensors %14llu elements %16llu bytes\n",
-                    mxst_dtype_name((mxst_dtype)d), (unsigned long long)cnt[d],
-                    (unsigned long long)el[d], (unsigned long long)by[d]);
+            totals_row(out, mxst_dtype_name((mxst_dtype)d), cnt[d], el[d], by[d]);
             tc += cnt[d];
             te += el[d];
             tb += by[d];
         }
-        fprintf(out, "  %-11s %8llu tensors %14llu elements %16llu bytes\n", "all",
-                (unsigned long long)tc, (unsigned long long)te, (unsigned long long)tb);
+        totals_row(out, "all", tc, te, tb);
     }
     mxst_close(f);
     if (fflush(out) != 0 || ferror(out)) return err(EXIT_IO, "cannot write the output");
@@ -565,8 +578,8 @@ static int cmd_validate(int argc, char **argv)
     if (o.npos != 1) return err(EXIT_USAGE, "expected one input file (see --help)");
     mxst_file *f;
     if ((rc = open_in(o.pos[0], o.strict, &f))) return rc;
-    printf("%s: valid%s (%zu tensors, %zu file%s, %s)\n", o.pos[0], o.strict ? " (strict)" : "",
-           mxst_count(f), mxst_shard_count(f), mxst_shard_count(f) == 1 ? "" : "s",
+    printf("%s: valid%s (%zu tensor%s, %zu file%s, %s)\n", o.pos[0], o.strict ? " (strict)" : "",
+           mxst_count(f), PLURAL(mxst_count(f)), mxst_shard_count(f), PLURAL(mxst_shard_count(f)),
            HUMAN(total_bytes(f)));
     mxst_close(f);
     return 0;
@@ -1083,8 +1096,11 @@ static bool ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* Refuse an output path that is one of the inputs, or exists without --force. */
-static int check_out_path(const char *out, const mxst_file *in, const char *in_path, bool force)
+/* Refuse an output path that is one of the inputs, or exists without --force. For a dry run
+ * (`exists` not NULL) an existing OUT without --force is no error: *exists is set instead, and the
+ * plan ends with a note (a dry run writes nothing, so nothing would be overwritten). */
+static int check_out_path(const char *out, const mxst_file *in, const char *in_path, bool force,
+                          bool *exists)
 {
     struct stat sb;
     if (stat(out, &sb) != 0) {
@@ -1103,8 +1119,19 @@ static int check_out_path(const char *out, const mxst_file *in, const char *in_p
     if (stat(in_path, &ib) == 0 && ib.st_dev == sb.st_dev && ib.st_ino == sb.st_ino)
         return err(EXIT_USAGE, "%s: the output names the input %s; write to another file", out,
                    in_path);
+    if (!force && exists) {
+        *exists = true;
+        return 0;
+    }
     if (!force) return err(EXIT_USAGE, "%s: already exists (use --force to overwrite)", out);
     return 0;
+}
+
+/* The dry run's line for an output file that exists (checked without --force). */
+static void print_exists_note(const char *path)
+{
+    printf("note: %s already exists; the run without --dry-run needs --force to overwrite it\n",
+           path);
 }
 
 /* ---- execution ----------------------------------------------------------------------------------
@@ -1437,16 +1464,16 @@ static void print_plan(const plan *p, size_t nshards, const char *out_path)
         uint64_t ob = item_bytes(it);
         in_total += ib;
         out_total += ob;
-        printf("%-*s  %-7s %-14s -> %-7s %-14s %12llu -> %12llu bytes  (%s)", w, SHOWN(it->name),
+        printf("%-*s  %-7s %-14s -> %-7s %-14s %12llu -> %12llu byte%-1s  (%s)", w, SHOWN(it->name),
                it->op == OP_QSCALE || it->op == OP_QSHAPE ? "-" : mxst_dtype_name(it->src->dtype),
                it->op == OP_QSCALE || it->op == OP_QSHAPE ? "" : shp, mxst_dtype_name(it->dtype),
-               oshp, (unsigned long long)ib, (unsigned long long)ob, CLEAN(it->rule));
+               oshp, (unsigned long long)ib, (unsigned long long)ob, PLURAL(ob), CLEAN(it->rule));
         if (nshards > 1) printf(" [shard %zu]", it->shard + 1);
         putchar('\n');
     }
-    printf("total: %zu tensors, %s -> %s of tensor data (%.3fx), %zu output file%s: %s\n", p->n,
-           HUMAN(in_total), HUMAN(out_total), in_total ? (double)out_total / (double)in_total : 1.0,
-           nshards, nshards == 1 ? "" : "s", out_path);
+    printf("total: %zu tensor%s, %s -> %s of tensor data (%.3fx), %zu output file%s: %s\n", p->n,
+           PLURAL(p->n), HUMAN(in_total), HUMAN(out_total),
+           in_total ? (double)out_total / (double)in_total : 1.0, nshards, PLURAL(nshards), out_path);
 }
 
 /* Shard file name i (0-based) of n for an index path ".../X.safetensors.index.json". */
@@ -1476,7 +1503,7 @@ static char *shard_name(const char *index_path, size_t i, size_t n, bool full)
 
 /* Write the plan to OUT (one file, or shards + index). */
 static int execute(const mxst_file *f, plan *p, const char *out_path, const opts *o,
-                   const char *const *meta, size_t nmeta)
+                   const char *const *meta, size_t nmeta, bool out_exists)
 {
     bool sharded = ends_with(out_path, ".json");
     uint64_t max_shard = 0;
@@ -1506,16 +1533,27 @@ static int execute(const mxst_file *f, plan *p, const char *out_path, const opts
         cur += b;
     }
     char **paths = calloc(nshards, sizeof *paths);
-    if (!paths) return err(EXIT_IO, "out of memory");
+    bool *exists = calloc(nshards, sizeof *exists); /* dry run: the shards that exist */
+    if (!paths || !exists) {
+        free(paths);
+        free(exists);
+        return err(EXIT_IO, "out of memory");
+    }
     int rc = 0;
     for (size_t s = 0; s < nshards && !rc; s++) {
         paths[s] = sharded ? shard_name(out_path, s, nshards, true) : strdup(out_path);
         if (!paths[s])
             rc = err(EXIT_IO, "out of memory");
         else if (sharded)
-            rc = check_out_path(paths[s], f, mxst_path(f), o->force);
+            rc = check_out_path(paths[s], f, mxst_path(f), o->force, o->dry_run ? &exists[s] : NULL);
     }
-    if (!rc && o->dry_run) print_plan(p, nshards, out_path);
+    if (!rc && o->dry_run) {
+        print_plan(p, nshards, out_path);
+        if (out_exists) print_exists_note(out_path);
+        for (size_t s = 0; s < nshards; s++)
+            if (exists[s]) print_exists_note(paths[s]);
+    }
+    free(exists);
     if (rc || o->dry_run) goto done;
 
     progress pg = {0};
@@ -1622,7 +1660,7 @@ static int execute(const mxst_file *f, plan *p, const char *out_path, const opts
     free_bufs(&c.b);
     if (!rc && !o->quiet) {
         double dt = now_s() - pg.t0;
-        fprintf(stderr, "wrote %s: %zu tensors, %s in %.2f s (%s/s)\n", out_path, p->n,
+        fprintf(stderr, "wrote %s: %zu tensor%s, %s in %.2f s (%s/s)\n", out_path, p->n, PLURAL(p->n),
                 HUMAN(pg.total), dt, HUMAN((double)pg.total / (dt > 0 ? dt : 1e-9)));
     }
 done:
@@ -1676,14 +1714,13 @@ static int convert_common(int argc, char **argv, bool quant)
     plan p = {0};
     const char **kv = NULL;
     size_t nkv = 0;
+    bool out_exists = false; /* dry run without --force: OUT exists (a note, not an error) */
     if ((rc = open_in(in, false, &f))) goto out;
-    if (!ends_with(out, ".json") || !o.dry_run) {
-        if ((rc = check_out_path(out, f, in, o.force))) goto out;
-    }
+    if ((rc = check_out_path(out, f, in, o.force, o.dry_run ? &out_exists : NULL))) goto out;
     rc = quant ? plan_quantize(f, sch, m, &rg, &o, &p) : plan_cast(f, m, o.saturate, &p);
     if (rc) goto out;
     if ((rc = metadata_pairs(f, &kv, &nkv))) goto out;
-    rc = execute(f, &p, out, &o, kv, nkv);
+    rc = execute(f, &p, out, &o, kv, nkv, out_exists);
 out:
     free(kv);
     plan_free(&p);
@@ -1944,12 +1981,24 @@ static int cmd_report(int argc, char **argv)
                 int l = (int)strlen(SHOWN(rows[i].t->name));
                 if (l > w) w = l < 60 ? l : 60;
             }
-            printf("%-*s  %-6s %-8s %12s %12s %9s %9s %9s\n", w, "tensor", "dtype", "target",
+            /* dtype and target: as wide as the longest name these columns can hold (a floating
+             * dtype mixprec converts, F8_E4M3 / F8_E5M2; a scheme), whatever this file has */
+            int dw = (int)strlen("target");
+            for (int d = 0; d < MXST_DTYPE_COUNT; d++) {
+                mxp_dtype x;
+                int l = (int)strlen(mxst_dtype_name((mxst_dtype)d));
+                if (mxst_dtype_to_mxp((mxst_dtype)d, &x) && mxp_dtype_is_floating(x) && l > dw) dw = l;
+            }
+            for (int k = SCH_INT8; k <= SCH_MXFP8; k++) {
+                int l = (int)strlen(scheme_name((scheme)k));
+                if (l > dw) dw = l;
+            }
+            printf("%-*s  %-*s %-*s %12s %12s %9s %9s %9s\n", w, "tensor", dw, "dtype", dw, "target",
                    "max_abs_err", "rel_l2", "sqnr_db", "overflow", "flushed");
             for (size_t i = 0; i < nr; i++) {
                 const stat_row *r = &rows[i];
-                printf("%-*s  %-6s %-8s %12.4g %12.4g %9.2f %9llu %9llu\n", w, SHOWN(r->t->name),
-                       mxst_dtype_name(r->t->dtype), r->target, r->max_abs, rel_l2(r), sqnr_db(r),
+                printf("%-*s  %-*s %-*s %12.4g %12.4g %9.2f %9llu %9llu\n", w, SHOWN(r->t->name), dw,
+                       mxst_dtype_name(r->t->dtype), dw, r->target, r->max_abs, rel_l2(r), sqnr_db(r),
                        (unsigned long long)r->overflow, (unsigned long long)r->flushed);
             }
             if (nr == 0) printf("(no floating tensors to report)\n");

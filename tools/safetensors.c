@@ -103,6 +103,8 @@ const char *mxst_show(char *buf, size_t cap, const char *str, size_t max)
     return buf;
 }
 #define SHOW(s) mxst_show((char[154]){0}, 154, (s), 150)
+/* "s" after a count other than 1, for messages: "1 byte", "4 bytes". */
+#define PLURAL(n) ((n) == 1 ? "" : "s")
 
 /* ---- dtypes ------------------------------------------------------------------------------ */
 
@@ -567,9 +569,10 @@ static mxp_status parse_entry(const char *file, const char *name, json_t *v, mxs
     uint64_t nbits = numel * bits;
     if (nbits % 8)
         return fail(MXP_EFORMAT,
-                    "%s: tensor '%s': %llu elements of %s are not a whole number of "
+                    "%s: tensor '%s': %llu element%s of %s %s not a whole number of "
                     "bytes (rule: whole-bytes)",
-                    file, SHOW(name), (unsigned long long)numel, mxst_dtype_name(t->dtype));
+                    file, SHOW(name), (unsigned long long)numel, PLURAL(numel),
+                    mxst_dtype_name(t->dtype), numel == 1 ? "is" : "are");
     t->nbytes = nbits / 8;
     return MXP_OK;
 }
@@ -594,9 +597,9 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
     file = filebuf;
     if (s->size < 8)
         return fail(MXP_EFORMAT,
-                    "%s: file is %llu bytes, too short for the 8-byte header length "
+                    "%s: file is %llu byte%s, too short for the 8-byte header length "
                     "(rule: header-length)",
-                    file, (unsigned long long)s->size);
+                    file, (unsigned long long)s->size, PLURAL(s->size));
     unsigned char lenb[8];
     mxp_status st = read_at(s, 0, lenb, 8);
     if (st) return st;
@@ -747,9 +750,10 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
                 if (prev)
                     st = fail(MXP_EFORMAT,
                               "%s: tensor '%s': data_offsets begin at %llu, leaving "
-                              "a gap of %llu bytes after tensor '%s' (rule: gap)",
+                              "a gap of %llu byte%s after tensor '%s' (rule: gap)",
                               file, SHOW(c->name), (unsigned long long)c->begin,
-                              (unsigned long long)(c->begin - expect), SHOW(prev));
+                              (unsigned long long)(c->begin - expect), PLURAL(c->begin - expect),
+                              SHOW(prev));
                 else
                     st = fail(MXP_EFORMAT,
                               "%s: tensor '%s': data_offsets begin at %llu, but the "
@@ -759,17 +763,19 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
                 shape_text(shp, sizeof shp, c);
                 st = fail(MXP_EFORMAT,
                           "%s: tensor '%s': data_offsets [%llu, %llu) hold %llu "
-                          "bytes but %s %s needs %llu (rule: size)",
+                          "byte%s but %s %s needs %llu (rule: size)",
                           file, SHOW(c->name), (unsigned long long)c->begin,
                           (unsigned long long)c->end, (unsigned long long)(c->end - c->begin),
-                          mxst_dtype_name(c->dtype), shp, (unsigned long long)c->nbytes);
+                          PLURAL(c->end - c->begin), mxst_dtype_name(c->dtype), shp,
+                          (unsigned long long)c->nbytes);
             } else if (c->end > datalen) {
                 st = fail(MXP_EFORMAT,
                           "%s: tensor '%s': data_offsets [%llu, %llu) run past the "
-                          "end of the data buffer (%llu bytes): truncated file or offsets out of "
+                          "end of the data buffer (%llu byte%s): truncated file or offsets out of "
                           "range (rule: truncated)",
                           file, SHOW(c->name), (unsigned long long)c->begin,
-                          (unsigned long long)c->end, (unsigned long long)datalen);
+                          (unsigned long long)c->end, (unsigned long long)datalen,
+                          PLURAL(datalen));
             } else if (strict && mxst_dtype_bits(c->dtype) >= 8 &&
                        c->begin % (mxst_dtype_bits(c->dtype) / 8) != 0) {
                 st = fail(MXP_EFORMAT,
@@ -783,10 +789,10 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
         }
         if (st == MXP_OK && expect != datalen)
             st = fail(MXP_EFORMAT,
-                      "%s: %llu trailing bytes: the tensors end at byte %llu of the "
-                      "data buffer, which holds %llu bytes (rule: trailing)",
-                      file, (unsigned long long)(datalen - expect), (unsigned long long)expect,
-                      (unsigned long long)datalen);
+                      "%s: %llu trailing byte%s: the tensors end at byte %llu of the "
+                      "data buffer, which holds %llu byte%s (rule: trailing)",
+                      file, (unsigned long long)(datalen - expect), PLURAL(datalen - expect),
+                      (unsigned long long)expect, (unsigned long long)datalen, PLURAL(datalen));
         if (st == MXP_OK && strict && (8 + n) % 8 != 0)
             st = fail(MXP_EFORMAT,
                       "%s: the data buffer starts at byte %llu, not a multiple of 8 "
@@ -1167,8 +1173,8 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict)
         if (strict && have_total && total != bytes) {
             st = fail(MXP_EFORMAT,
                       "%s: metadata.total_size is %llu but the tensors hold %llu "
-                      "bytes (rule: strict-total-size)",
-                      file, (unsigned long long)total, (unsigned long long)bytes);
+                      "byte%s (rule: strict-total-size)",
+                      file, (unsigned long long)total, (unsigned long long)bytes, PLURAL(bytes));
             goto out;
         }
     }

@@ -94,6 +94,47 @@ if [ -n "$PY" ]; then
     has err.txt "rule: strict-alignment" "strict rule named"
 fi
 
+# ---- a count of one: "1 tensor", "1 byte", never "1 tensors" ------------------------------------
+"$K" write one.safetensors 'w=U8[1]:ramp' || exit 1
+plural1() { # plural1 FILE DESC: no "1 tensors" / "1 files" / "1 bytes" / "1 elements" in FILE
+    if grep -Eq '(^|[^0-9.])1 (tensors|files|bytes|elements|output files)([^a-z]|$)' "$1"
+    then bad "$2: plural after a count of 1"; cat "$1"; else ok "$2: singular after a count of 1"; fi
+}
+expect 0 "validate a one-tensor file" "$M" validate one.safetensors
+has out.txt "^one.safetensors: valid (1 tensor, 1 file, " "validate: 1 tensor"
+plural1 out.txt "validate"
+expect 0 "inspect a one-tensor file" "$M" inspect one.safetensors
+has out.txt "^one.safetensors: 1 tensor, 1 file, " "inspect: 1 tensor"
+has out.txt "^  all  *1 tensor  *1 element  *1 byte$" "inspect totals: 1 tensor, 1 element, 1 byte"
+plural1 out.txt "inspect"
+expect 0 "cast --dry-run of a one-tensor file" "$M" cast one.safetensors one-out.safetensors --policy f16 --dry-run
+has out.txt "^w .* 1 ->  *1 byte  " "cast --dry-run: 1 byte"
+has out.txt "^total: 1 tensor, 1 B -> 1 B of tensor data (1.000x), 1 output file: one-out.safetensors$" \
+    "cast --dry-run: total of 1 tensor"
+plural1 out.txt "cast --dry-run"
+expect 0 "cast a one-tensor file" "$M" cast one.safetensors one-out.safetensors --policy f16
+has err.txt "^wrote one-out.safetensors: 1 tensor, " "cast: wrote 1 tensor"
+plural1 err.txt "cast"
+if [ -n "$PY" ]; then
+    hdr gap1.safetensors '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},
+                           "b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}}' 3
+    expect 1 "a gap of one byte: exit 1" "$M" validate gap1.safetensors
+    has err.txt "a gap of 1 byte after tensor 'a' (rule: gap)" "gap: 1 byte"
+    hdr trail1.safetensors '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' 2
+    expect 1 "one trailing byte: exit 1" "$M" validate trail1.safetensors
+    has err.txt ": 1 trailing byte: the tensors end at byte 1 of the data buffer, which holds 2 bytes" \
+        "trailing: 1 byte"
+    hdr size1.safetensors '{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,1]}}' 1
+    expect 1 "a one-byte tensor of two elements: exit 1" "$M" validate size1.safetensors
+    has err.txt "hold 1 byte but U8 \[2\] needs 2 (rule: size)" "size: 1 byte"
+    hdr f4.safetensors '{"a":{"dtype":"F4","shape":[1],"data_offsets":[0,0]}}' 0
+    expect 1 "one F4 element: exit 1" "$M" validate f4.safetensors
+    has err.txt "1 element of F4 is not a whole number of bytes (rule: whole-bytes)" "whole-bytes: 1 element"
+    printf 'a' > one-byte.safetensors
+    expect 1 "a 1-byte file: exit 1" "$M" validate one-byte.safetensors
+    has err.txt "file is 1 byte, too short" "header-length: 1 byte"
+fi
+
 # ---- cast round trips -------------------------------------------------------------------------
 "$K" write narrow.safetensors 'a=BF16[33,7]:rand' 'b=F16[100]:rand' 'c=F16[9]:tiny' \
     'd=F8_E4M3[64]:ramp' 'e=F8_E5M2[5,5]:rand' 'i=I32[3]:ramp' || exit 1
@@ -269,6 +310,20 @@ cp m16.safetensors keep.copy
 expect 2 "existing OUT without --force" "$M" cast model.safetensors m16.safetensors --policy f16
 has err.txt "already exists" "message says it exists"
 cmp -s m16.safetensors keep.copy && ok "existing OUT untouched" || bad "existing OUT changed"
+# a dry run writes nothing, so an existing OUT is no error: the plan, then a note (docs/cli.md)
+expect 0 "dry run onto an existing OUT without --force" \
+    "$M" cast model.safetensors m16.safetensors --policy f16 --dry-run
+has out.txt "^total: 7 tensors" "dry run onto an existing OUT: the plan"
+has out.txt "^note: m16.safetensors already exists; the run without --dry-run needs --force to overwrite it$" \
+    "dry run onto an existing OUT: the note"
+cmp -s m16.safetensors keep.copy && ok "dry run: existing OUT byte-identical" || bad "dry run changed the existing OUT"
+no_temps . "dry run onto an existing OUT"
+expect 0 "quantize dry run onto an existing OUT without --force" \
+    "$M" quantize model.safetensors m16.safetensors --scheme int8 --dry-run
+has out.txt "^note: m16.safetensors already exists" "quantize dry run: the note"
+cmp -s m16.safetensors keep.copy && ok "quantize dry run: existing OUT byte-identical" ||
+    bad "quantize dry run changed the existing OUT"
+expect 2 "dry run: OUT naming IN is still refused" "$M" cast model.safetensors model.safetensors --policy f16 --dry-run
 expect 0 "existing OUT with --force" "$M" cast model.safetensors m16.safetensors --policy f16 --force --quiet
 expect 2 "OUT == IN refused" "$M" cast model.safetensors model.safetensors --policy f16 --force
 ln model.safetensors hard.safetensors
@@ -352,6 +407,19 @@ expect 0 "shards -> one file" "$M" cast sh/model.safetensors.index.json joined.s
 expect 0 "direct cast" "$M" cast model.safetensors direct.safetensors --policy bf16 --quiet
 cmp -s joined.safetensors direct.safetensors && ok "sharded round trip equals the direct cast" || bad "sharded round trip differs"
 expect 2 "existing shards refused without --force" "$M" cast model.safetensors sh/model.safetensors.index.json --policy bf16 --max-shard-size 1KB
+# a dry run onto them: the plan, a note per existing file, exit 0, nothing touched
+cksum sh/* > sh.before
+expect 0 "dry run onto existing shards without --force" \
+    "$M" cast model.safetensors sh/model.safetensors.index.json --policy bf16 --max-shard-size 1KB --dry-run
+has out.txt "^total: 7 tensors" "dry run onto existing shards: the plan"
+has out.txt "^note: sh/model.safetensors.index.json already exists; the run without --dry-run needs --force" \
+    "dry run onto existing shards: the index noted"
+has out.txt "^note: sh/model-00001-of-0000[0-9].safetensors already exists" \
+    "dry run onto existing shards: a shard noted"
+cksum sh/* | cmp -s - sh.before && ok "dry run onto existing shards: every file untouched" ||
+    bad "dry run onto existing shards changed a file"
+expect 2 "dry run: an index OUT naming IN is still refused" \
+    "$M" cast sh/model.safetensors.index.json sh/model.safetensors.index.json --policy bf16 --dry-run
 expect 2 "a shard as OUT of its own checkpoint" "$M" cast sh/model.safetensors.index.json "sh/$(ls sh | grep -m1 'of-')" --policy bf16 --force
 no_temps sh "sharded"
 # break the index: a tensor mapped to the wrong shard
@@ -384,6 +452,23 @@ PY
 then ok "report numbers: overflow, flush to zero, SQNR"; else bad "report numbers"; cat out.txt; fi
 expect 2 "report needs --dtype or --scheme" "$M" report rep.safetensors
 expect 2 "report --dtype int8 is not floating" "$M" report rep.safetensors --dtype int8
+# the columns line up whatever the dtype names: F8_E4M3 / F8_E5M2 once pushed the rest of their
+# row one column right. Every row as long as the header, the target starting where its header does.
+"$K" write f8rep.safetensors 'a=F8_E4M3[4,4]:rand' 'b=F32[4,4]:rand' 'c=F8_E5M2[8]:rand' || exit 1
+for tg in f16 e4m3; do
+    expect 0 "report --dtype $tg of F8_E4M3, F8_E5M2 and F32 tensors" "$M" report f8rep.safetensors --dtype $tg
+    if [ "$(wc -l < out.txt)" = 4 ] && awk 'NR == 1 { len = length($0); match($0, /^[^ ]+ +[^ ]+ +/); col = RLENGTH }
+        { match($0, /^[^ ]+ +[^ ]+ +/); if (length($0) != len || RLENGTH != col) bad = 1 }
+        END { exit bad }' out.txt
+    then ok "report --dtype $tg: the columns line up"
+    else bad "report --dtype $tg: the columns line up"; cat out.txt; fi
+done
+expect 0 "inspect of F8_E4M3, F8_E5M2 and F32 tensors" "$M" inspect f8rep.safetensors
+if sed -n '/^totals:/,$p' out.txt |
+    awk 'NR > 1 { c = index($0, " tensor"); if (NR == 2) w = c; else if (c != w) bad = 1 }
+         END { exit bad || NR != 5 }'
+then ok "inspect totals: the 'tensors' word in the same column on every row"
+else bad "inspect totals: the 'tensors' word in the same column on every row"; cat out.txt; fi
 
 # ---- quantize -------------------------------------------------------------------------------------
 if "$M" quantize --help >/dev/null && "$M" quantize model.safetensors qprobe.safetensors --scheme int8 --dry-run >/dev/null 2>&1; then
