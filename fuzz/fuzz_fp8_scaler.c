@@ -6,8 +6,8 @@
  *  - restore never crashes and never allocates more than the text can describe (a history
  *    entry takes at least two characters); on failure *out is untouched and a message is set;
  *  - a restored state saves to a text that restores to a state saving to the same text;
- *  - the state stays valid through quantize / set_amax / update steps: scale finite and > 0,
- *    scale_inv = 1 / scale, history entries finite and >= 0.
+ *  - the state stays valid through quantize / set_amax / update steps: 2^-127 <= scale <=
+ *    FLT_MAX (update's range), scale_inv = 1 / scale and finite, history entries finite and >= 0.
  */
 #include <float.h>
 #include <math.h>
@@ -27,8 +27,8 @@ static void check(int cond)
 static void check_valid(const mxp_fp8_scaler *s)
 {
     const float sc = mxp_fp8_scaler_scale(s), inv = mxp_fp8_scaler_scale_inv(s);
-    check(sc > 0.0f && sc <= FLT_MAX);
-    check(inv == 1.0f / sc);
+    check(sc >= 0x1p-127f && sc <= FLT_MAX);
+    check(inv == 1.0f / sc && isfinite(inv));
     const size_t len = mxp_fp8_scaler_history(s, NULL, 0);
     float *h = malloc(len * sizeof *h);
     check(h != NULL);

@@ -10,6 +10,9 @@ need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok ins
 need cmake; need make; need gcc; need pkg-config; need libcmocka-dev; need zlib1g-dev
 # jansson: the JSON header of safetensors files (the mixprec tool, tools/)
 need libjansson-dev
+# locales: the de_DE source tests/CMakeLists.txt builds a decimal-comma locale from (localedef,
+# into the build tree) for the locale-independence tests; they skip without it
+need locales
 # SIMDe: portable AVX-512 intrinsics for the emulated-AVX-512 tests (headers only, tests only)
 [ "$(uname -m)" = x86_64 ] && need libsimde-dev
 case "$what" in

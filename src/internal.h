@@ -81,7 +81,8 @@ extern _Thread_local unsigned long long mxp__policy_map_probes;
 /* Exact float text shared by the save/restore functions (defined in loss_scale.c):
  * mxp__format_hex_float writes C99-style hexadecimal ([-]0x1.8p+3, [-]0x0p+0, [-]inf, [-]nan),
  * independent of the locale; mxp__parse_float reads p[0..len) (hex exactly, inf, nan, or a
- * decimal rounded to float32) and returns false for anything else. */
+ * decimal rounded to float32 as strtof does in the "C" locale, whatever the caller's locale) and
+ * returns false for anything else. */
 void mxp__format_hex_float(float f, char out[32]);
 bool mxp__parse_float(const char *p, size_t len, float *out);
 

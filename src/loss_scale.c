@@ -5,7 +5,7 @@
  *
  * Save/restore writes floats as exact C99 hexadecimal with our own formatter and parser, so
  * the text and the round trip never depend on the C locale (printf's %a and strtod would use
- * the locale's decimal point).
+ * the locale's decimal point); decimals given to restore reach strtof without a decimal point.
  */
 #include <math.h>
 #include <stdio.h>
@@ -596,19 +596,37 @@ static bool parse_float(const char *p, size_t len, float *out)
     }
     if (len - j >= 2 && p[j] == '0' && (p[j + 1] == 'x' || p[j + 1] == 'X'))
         return parse_hex_float(p, len, out);
-    /* decimal: digits, one '.', exponent; rounded to the nearest float32 */
-    char tmp[64];
-    if (len == 0 || len >= sizeof tmp) return false;
-    for (size_t i = 0; i < len; i++) {
-        char c = p[i];
-        if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+'))
-            return false;
+    /* Decimal: [sign] digits [. digits] (one digit at least) [e|E [sign] digits], rounded to the
+     * nearest float32 by strtof. strtof reads the decimal point of the caller's LC_NUMERIC
+     * locale (',' in de_DE), so the text it is given has none: the '.' is dropped and the
+     * exponent lowered by the number of fraction digits ("-12.5e-3" -> "-125e-4"), the same
+     * number in every locale; the result is strtof's in the "C" locale, bit for bit. */
+    if (len == 0 || len >= 64) return false;
+    char tmp[96];
+    size_t k = 0, i = j, digits = 0, frac = 0;
+    if (j) tmp[k++] = p[0];
+    for (; i < len && p[i] >= '0' && p[i] <= '9'; i++, digits++) tmp[k++] = p[i];
+    if (i < len && p[i] == '.')
+        for (i++; i < len && p[i] >= '0' && p[i] <= '9'; i++, digits++, frac++) tmp[k++] = p[i];
+    if (digits == 0) return false;
+    long exp = 0;
+    if (i < len && (p[i] == 'e' || p[i] == 'E')) {
+        i++;
+        bool eneg = false;
+        if (i < len && (p[i] == '-' || p[i] == '+')) eneg = p[i++] == '-';
+        if (i >= len) return false;
+        for (; i < len; i++) {
+            if (p[i] < '0' || p[i] > '9') return false;
+            /* beyond 10^100000 any float32 overflows or underflows, at most 63 digits or not */
+            if (exp < 100000) exp = exp * 10 + (p[i] - '0');
+        }
+        if (eneg) exp = -exp;
     }
-    memcpy(tmp, p, len);
-    tmp[len] = '\0';
+    if (i != len) return false;
+    snprintf(tmp + k, sizeof tmp - k, "e%ld", exp - (long)frac);
     char *end = NULL;
-    float f = strtof(tmp, &end);
-    if (end != tmp + len) return false;
+    const float f = strtof(tmp, &end);
+    if (*end != '\0') return false; /* cannot happen: the text is well formed */
     *out = f;
     return true;
 }

@@ -2,7 +2,6 @@
  * loss_scale_tree.c - the loss-scaling passes over a whole gradient tree (jmp's all_finite,
  * unscale and select_tree over a pytree): every floating leaf, integer and bool leaves skipped.
  */
-#include <math.h>
 #include <string.h>
 
 #include "internal.h"
@@ -23,11 +22,15 @@ bool mxp_tree_all_finite(const mxp_tree *t)
 bool mxp_tree_unscale_check(mxp_tree *t, float scale)
 {
     /* a bad scale is refused before any leaf is touched (mxp_unscale_check would refuse it
-     * leaf by leaf, with the same message) */
+     * leaf by leaf). Checked and quoted from its bits, as mxp_unscale_check does: under the
+     * caller's denormals-are-zero a comparison, or a conversion to double, sees a subnormal
+     * scale as 0. */
     bool ok = true;
-    if (!(isfinite(scale) && scale > 0.0f)) {
-        (void)mxp__fail(MXP_EINVAL, "mxp_tree_unscale_check: scale %g is not a loss scale "
-                        "(expected finite and > 0); no leaf touched", (double)scale);
+    if (!mxp__positive_finite(scale)) {
+        char text[32];
+        mxp__format_hex_float(scale, text);
+        (void)mxp__fail(MXP_EINVAL, "mxp_tree_unscale_check: scale %s is not a loss scale "
+                        "(expected finite and > 0); no leaf touched", text);
         return false;
     }
     size_t count = mxp_tree_count(t);
@@ -65,6 +68,16 @@ mxp_status mxp_tree_select(bool pred, mxp_tree *out, const mxp_tree *a, const mx
             return mxp__fail(MXP_EINVAL,
                              "mxp_tree_select: tensor '%s' differs in dtype or shape between out and %s",
                              o->name, !same_shape(o, ta) ? "a" : "b");
+        /* as in mxp_select: out's leaf may be its a or b namesake itself, else disjoint from both
+         * (a and b may overlap each other: they are only read) */
+        const size_t bytes = mxp_tensor_nbytes(o);
+        const bool over_a = o->data != ta->data && mxp__overlap(o->data, bytes, ta->data, bytes);
+        if (over_a || (o->data != tb->data && mxp__overlap(o->data, bytes, tb->data, bytes)))
+            return mxp__fail(MXP_EINVAL,
+                             "mxp_tree_select: tensor '%s' of out overlaps %s's without being the same "
+                             "buffer (%zu bytes); a leaf of out may only be its namesake in a or b itself "
+                             "or disjoint from both",
+                             o->name, over_a ? "a" : "b", bytes);
     }
     const mxp_tree *src = pred ? a : b;
     if (src == out) return MXP_OK;

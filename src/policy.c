@@ -63,6 +63,9 @@ mxp_status mxp_policy_validate(const mxp_policy *p)
     if (p->quant != MXP_QUANT_FLOAT8 && p->amax_history_len != 0)
         return mxp__fail(MXP_EINVAL, "invalid policy: amax_history_len %u without q=float8",
                          (unsigned)p->amax_history_len);
+    if (p->amax_history_len > MXP_FP8_HISTORY_MAX)
+        return mxp__fail(MXP_EINVAL, "invalid policy: amax_history_len %lu is above MXP_FP8_HISTORY_MAX (%d)",
+                         (unsigned long)p->amax_history_len, MXP_FP8_HISTORY_MAX);
     if (p->quant == MXP_QUANT_INT8 && p->compute == MXP_FLOAT16)
         return mxp__fail(MXP_EINVAL, "invalid policy: q=int8 with compute float16 (int8 matmul "
                                      "outputs overflow float16; use bfloat16 or float32)");
@@ -293,24 +296,25 @@ static mxp_status parse_source(const pctx *c, span src, mxp_quant q0, mxp_policy
                                      "int4 or float8)",
                                      qlen(v), v.b, qlen(c->text), c->text.b);
             } else {
-                unsigned long long x = 0;
+                unsigned long x = 0; /* saturates just above the cap: any longer number is above it */
                 bool ok = true;
                 for (const char *t = v.b; t < v.e; t++) {
                     if (!isdigit((unsigned char)*t)) {
                         ok = false;
                         break;
                     }
-                    x = x * 10 + (unsigned)(*t - '0');
-                    if (x > UINT32_MAX) {
-                        ok = false;
-                        break;
-                    }
+                    if (x <= MXP_FP8_HISTORY_MAX) x = x * 10 + (unsigned)(*t - '0');
                 }
                 if (!ok || x == 0)
                     return mxp__fail(MXP_EPARSE,
                                      "invalid amax history '%.*s' in policy '%.*s' (expected an "
-                                     "integer in 1..4294967295)",
-                                     qlen(v), v.b, qlen(c->text), c->text.b);
+                                     "integer in 1..%d)",
+                                     qlen(v), v.b, qlen(c->text), c->text.b, MXP_FP8_HISTORY_MAX);
+                if (x > MXP_FP8_HISTORY_MAX)
+                    return mxp__fail(MXP_EPARSE,
+                                     "amax history '%.*s' in policy '%.*s' is above the limit "
+                                     "MXP_FP8_HISTORY_MAX (%d)",
+                                     qlen(v), v.b, qlen(c->text), c->text.b, MXP_FP8_HISTORY_MAX);
                 h = (uint32_t)x;
             }
             if (!comma) break;

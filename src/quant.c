@@ -760,7 +760,8 @@ struct mxp_fp8_scaler {
 static const char *recipe_invalid(const mxp_fp8_recipe *r)
 {
     if (!is_fp8(r->format)) return "format must be float8_e4m3fn or float8_e5m2";
-    if (r->history_len < 1) return "history_len must be >= 1";
+    if (r->history_len < 1 || r->history_len > MXP_FP8_HISTORY_MAX)
+        return "history_len must be in 1..MXP_FP8_HISTORY_MAX (65536)";
     if ((unsigned)r->algo > MXP_AMAX_MOST_RECENT) return "algo must be MXP_AMAX_MAX or MXP_AMAX_MOST_RECENT";
     if (r->margin < 0 || r->margin > MXP_FP8_MARGIN_MAX) return "margin must be in 0..MXP_FP8_MARGIN_MAX (64)";
     return NULL;
@@ -958,7 +959,16 @@ static void sb_put(sbuf *b, const char *t)
 
 int mxp_fp8_scaler_save(const mxp_fp8_scaler *s, char *buf, size_t cap)
 {
-    if (!s) return -1;
+    static const char fn[] = "mxp_fp8_scaler_save";
+    if (!s) {
+        (void)mxp__fail(MXP_EINVAL, "%s: scaler is NULL", fn);
+        return -1;
+    }
+    if (!buf && cap > 0) {
+        (void)mxp__fail(MXP_EINVAL, "%s: buf is NULL with cap = %zu (NULL is allowed only with cap 0, "
+                        "to measure the text)", fn, cap);
+        return -1;
+    }
     sbuf b = {cap ? buf : NULL, cap ? cap - 1 : 0, 0, false};
     char t[192], f1[32], f2[32], f3[32];
     mxp__format_hex_float(s->scale, f1);
@@ -971,13 +981,17 @@ int mxp_fp8_scaler_save(const mxp_fp8_scaler *s, char *buf, size_t cap)
     snprintf(t, sizeof t, " scale=%s scale_inv=%s amax=%s nonfinite_steps=%llu history=", f1, f2, f3,
              (unsigned long long)s->nonfinite);
     sb_put(&b, t);
-    for (size_t i = 0; i < s->r.history_len; i++) {
+    for (size_t i = 0; i < s->r.history_len && !b.overflow; i++) {
         const size_t k = s->head + i < s->r.history_len ? s->head + i : s->head + i - s->r.history_len;
         mxp__format_hex_float(s->hist[k], f1);
         if (i) sb_put(&b, ",");
         sb_put(&b, f1);
     }
-    if (b.overflow) return -1;
+    if (b.overflow) { /* cannot happen within MXP_FP8_HISTORY_MAX: 65536 entries are < 1 MiB */
+        (void)mxp__fail(MXP_EUNSUPPORTED, "%s: the text of a history of %lu entries would exceed INT_MAX bytes", fn,
+                        (unsigned long)s->r.history_len);
+        return -1;
+    }
     if (cap) buf[b.len < cap - 1 ? b.len : cap - 1] = '\0';
     return (int)b.len;
 }
@@ -1075,6 +1089,9 @@ mxp_status mxp_fp8_scaler_restore(const char *text, mxp_fp8_scaler **out)
         if (mxp_dtype_parse(name, &r.format) != MXP_OK) bad = R_FORMAT;
     }
     if (bad < 0 && !parse_u64(val[R_HLEN], vlen[R_HLEN], UINT32_MAX, &u)) bad = R_HLEN;
+    if (bad < 0 && u > MXP_FP8_HISTORY_MAX) /* before anything is counted or allocated */
+        return mxp__fail(MXP_EPARSE, "%s: history_len %llu is above MXP_FP8_HISTORY_MAX (%d)", fn,
+                         (unsigned long long)u, MXP_FP8_HISTORY_MAX);
     r.history_len = (uint32_t)u;
     if (bad < 0) {
         if (vlen[R_ALGO] == 3 && memcmp(val[R_ALGO], "max", 3) == 0) r.algo = MXP_AMAX_MAX;
@@ -1092,8 +1109,15 @@ mxp_status mxp_fp8_scaler_restore(const char *text, mxp_fp8_scaler **out)
                          (int)(vlen[bad] < 40 ? vlen[bad] : 40), val[bad], rfield[bad]);
     const char *why = recipe_invalid(&r);
     if (why) return mxp__fail(MXP_EINVAL, "%s: invalid recipe: %s", fn, why);
-    if (!mxp__positive_finite(scale))
-        return mxp__fail(MXP_EINVAL, "%s: scale %g is not finite and > 0", fn, (double)scale);
+    /* the scales update() produces: 2^-127 <= scale <= FLT_MAX (its clamps keep scale_inv
+     * finite); from the bits, so the caller's denormals-are-zero cannot change the answer */
+    if (bits_of(scale) < bits_of(0x1p-127f) || bits_of(scale) > bits_of(FLT_MAX)) {
+        char quoted[32];
+        mxp__format_hex_float(scale, quoted);
+        return mxp__fail(MXP_EINVAL, "%s: scale %s is outside [0x1p-127, FLT_MAX] (the scales "
+                                     "mxp_fp8_scaler_update produces: scale_inv = 1 / scale stays finite)",
+                         fn, quoted);
+    }
     const mxp__qfenv env = mxp__qfenv_enter();
     MXP__PIN_F(scale); /* kernels.h: gcc 12 moved the division after the leave, into the caller's FTZ */
     float want_inv = 1.0f / scale;

@@ -1,10 +1,12 @@
 /*
  * test_loss_scale.c - loss-scale states (DESIGN.md section 7): jmp's trajectories, a model
  * written here independently for random flag sequences, validity, save/restore round trips
- * and every malformed case, the data-parallel reduction hook with real threads, select over
- * buffers and trees, and the tree-level unscale/check.
+ * and every malformed case (decimals under a decimal-comma locale too), the data-parallel
+ * reduction hook with real threads, select over buffers and trees (overlaps refused), and the
+ * tree-level unscale/check (under the caller's DAZ too).
  */
 #include <float.h>
+#include <locale.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -12,12 +14,18 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "mixprec.h"
 #include "finite.h"
+#include "internal.h"
 #include "test_util.h"
 
 static uint64_t rng_state = 0x0DDB1A5E5BAD5EEDull;
@@ -914,6 +922,210 @@ static void test_select_overlap(void **state)
     assert_int_equal(mxp_select(true, buf, buf, buf, MXP_INT8, (size_t)PTRDIFF_MAX + 1), MXP_EINVAL);
 }
 
+/* ---- trees: overlap, the caller's DAZ; decimal text in any locale (review, 2026-12) ------ */
+
+/* mxp_tree_select refuses an out leaf that overlaps its a or b namesake without being the very
+ * same buffer, as mxp_select does, before any leaf is written. Before the fix such a leaf went to
+ * memcpy with overlapping arguments (undefined; ASan: memcpy-param-overlap) and MXP_OK came back. */
+static void test_tree_select_overlap(void **state)
+{
+    (void)state;
+    float buf[16], keep[16], w0[2] = {1, 2}, wa[2] = {3, 4}, wb[2] = {5, 6};
+    for (int i = 0; i < 16; i++) buf[i] = (float)i;
+    memcpy(keep, buf, sizeof buf);
+    size_t two = 2, four = 4;
+    mxp_tree *a = mxp_tree_new(), *b = mxp_tree_new(), *out = mxp_tree_new(), *out2 = mxp_tree_new();
+    assert_non_null(a && b && out && out2);
+    /* "w" comes first in out and is disjoint from everything: it must not be copied either */
+    assert_int_equal(mxp_tree_add_borrowed(out, "w", MXP_FLOAT32, 1, &two, w0), MXP_OK);
+    assert_int_equal(mxp_tree_add_borrowed(out2, "w", MXP_FLOAT32, 1, &two, w0), MXP_OK);
+    assert_int_equal(mxp_tree_add_borrowed(a, "w", MXP_FLOAT32, 1, &two, wa), MXP_OK);
+    assert_int_equal(mxp_tree_add_borrowed(b, "w", MXP_FLOAT32, 1, &two, wb), MXP_OK);
+    assert_int_equal(mxp_tree_add_borrowed(a, "x", MXP_FLOAT32, 1, &four, buf), MXP_OK);        /* [0, 4) */
+    assert_int_equal(mxp_tree_add_borrowed(b, "x", MXP_FLOAT32, 1, &four, buf + 8), MXP_OK);    /* [8, 12) */
+    assert_int_equal(mxp_tree_add_borrowed(out, "x", MXP_FLOAT32, 1, &four, buf + 2), MXP_OK);  /* [2, 6) */
+    assert_int_equal(mxp_tree_add_borrowed(out2, "x", MXP_FLOAT32, 1, &four, buf + 10), MXP_OK); /* [10, 14) */
+    for (int pred = 0; pred < 2; pred++) {
+        mxp_clear_error();
+        assert_int_equal(mxp_tree_select(pred, out, a, b), MXP_EINVAL);
+        if (!strstr(mxp_last_error(), "'x'") || !strstr(mxp_last_error(), "overlaps a"))
+            fail_msg("pred %d: '%s' lacks 'x' or 'overlaps a'", pred, mxp_last_error());
+        mxp_clear_error();
+        assert_int_equal(mxp_tree_select(pred, out2, a, b), MXP_EINVAL);
+        if (!strstr(mxp_last_error(), "'x'") || !strstr(mxp_last_error(), "overlaps b"))
+            fail_msg("pred %d: '%s' lacks 'x' or 'overlaps b'", pred, mxp_last_error());
+        assert_memory_equal(buf, keep, sizeof buf);
+        assert_true(w0[0] == 1.0f && w0[1] == 2.0f);
+    }
+    mxp_tree_free(out);
+    mxp_tree_free(out2);
+    /* allowed: out's leaf is a's leaf itself (b disjoint), and a and b overlapping each other */
+    out = mxp_tree_new();
+    assert_int_equal(mxp_tree_add_borrowed(out, "w", MXP_FLOAT32, 1, &two, w0), MXP_OK);
+    assert_int_equal(mxp_tree_add_borrowed(out, "x", MXP_FLOAT32, 1, &four, buf), MXP_OK);
+    assert_int_equal(mxp_tree_select(false, out, a, b), MXP_OK);
+    assert_true(buf[0] == 8.0f && buf[3] == 11.0f && w0[0] == 5.0f);
+    assert_int_equal(mxp_tree_select(true, out, a, b), MXP_OK); /* out is a's leaf: nothing moves */
+    assert_true(buf[0] == 8.0f && w0[0] == 3.0f);
+    mxp_tree *b2 = mxp_tree_new();
+    assert_int_equal(mxp_tree_add_borrowed(b2, "w", MXP_FLOAT32, 1, &two, wb), MXP_OK);
+    assert_int_equal(mxp_tree_add_borrowed(b2, "x", MXP_FLOAT32, 1, &four, buf + 2), MXP_OK); /* overlaps a.x */
+    mxp_tree *o3 = mxp_tree_new();
+    float far[4];
+    assert_int_equal(mxp_tree_add_borrowed(o3, "w", MXP_FLOAT32, 1, &two, w0), MXP_OK);
+    assert_int_equal(mxp_tree_add_borrowed(o3, "x", MXP_FLOAT32, 1, &four, far), MXP_OK);
+    assert_int_equal(mxp_tree_select(false, o3, a, b2), MXP_OK);
+    assert_memory_equal(far, buf + 2, sizeof far);
+    mxp_tree_free(o3);
+    mxp_tree_free(b2);
+    mxp_tree_free(out);
+    mxp_tree_free(a);
+    mxp_tree_free(b);
+}
+
+/* mxp_tree_unscale_check reads the scale's bits, as mxp_unscale_check does: under the caller's
+ * denormals-are-zero the subnormal scale 2^-127 (a valid loss scale, inverse 2^127) is accepted,
+ * and a refused subnormal scale is quoted exactly. Before the fix the tree version compared the
+ * scale with 0 (equal under DAZ), refused 2^-127 and quoted it as "scale 0". */
+static void test_tree_unscale_subnormal_under_daz(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    float w[2] = {1.0f, -0.75f}, v = 1.0f;
+    size_t two = 2;
+    mxp_tree *t = mxp_tree_new();
+    assert_non_null(t);
+    assert_int_equal(mxp_tree_add_borrowed(t, "w", MXP_FLOAT32, 1, &two, w), MXP_OK);
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x0040u); /* DAZ */
+    mxp_clear_error();
+    const bool one = mxp_unscale_check(&v, MXP_FLOAT32, 1, 0x1p-127f);
+    const bool tree = mxp_tree_unscale_check(t, 0x1p-127f);
+    char err_ok[256], err_neg[256];
+    snprintf(err_ok, sizeof err_ok, "%s", mxp_last_error());
+    float after[2];
+    memcpy(after, w, sizeof w);
+    mxp_clear_error();
+    const bool neg = mxp_tree_unscale_check(t, -0x1p-127f);
+    snprintf(err_neg, sizeof err_neg, "%s", mxp_last_error());
+    const unsigned csr_after = _mm_getcsr();
+    _mm_setcsr(csr); /* restored before any assertion */
+    mxp_tree_free(t);
+    assert_int_equal(csr_after, csr | 0x0040u); /* the caller's mode is left as it was */
+    assert_true(one);
+    assert_int_equal(tu_bits32(v), tu_bits32(0x1p127f));
+    if (!tree) fail_msg("mxp_tree_unscale_check refused the subnormal scale 2^-127: %s", err_ok);
+    assert_int_equal(tu_bits32(after[0]), tu_bits32(0x1p127f));
+    assert_int_equal(tu_bits32(after[1]), tu_bits32(-0x1.8p126f));
+    assert_false(neg);
+    if (!strstr(err_neg, "-0x1p-127") || !strstr(err_neg, "not a loss scale"))
+        fail_msg("'%s' does not quote the scale -0x1p-127 exactly", err_neg);
+    assert_memory_equal(w, after, sizeof w); /* no leaf touched */
+#else
+    print_message("DAZ is set through MXCSR on x86-64 only: not checked on this target\n");
+    skip();
+#endif
+}
+
+/* A random string over the decimal alphabet: mostly well-formed decimals of every shape (signs,
+ * no integer or no fraction digits, exponents, long digit strings, out of float32's range), else
+ * any mix of the alphabet's characters (most of them malformed). */
+static size_t random_decimal(char *t, size_t cap)
+{
+    size_t n = 0;
+    if (rnd() % 8 == 0) {
+        static const char alpha[] = "0123456789.eE+-";
+        const size_t len = 1 + (size_t)(rnd() % 10);
+        for (size_t i = 0; i < len; i++) t[n++] = alpha[rnd() % (sizeof alpha - 1)];
+        t[n] = '\0';
+        return n;
+    }
+    const uint64_t r = rnd();
+    if (r % 3 == 0) t[n++] = r % 2 ? '-' : '+';
+    const size_t ni = (size_t)(rnd() % (rnd() % 4 ? 4 : 24)), nf = (size_t)(rnd() % (rnd() % 4 ? 6 : 30));
+    for (size_t i = 0; i < ni; i++) t[n++] = (char)('0' + rnd() % 10);
+    if (rnd() % 4 || ni == 0) {
+        t[n++] = '.';
+        for (size_t i = 0; i < nf; i++) t[n++] = (char)('0' + rnd() % 10);
+        if (ni == 0 && nf == 0) t[n++] = '5';
+    }
+    if (rnd() % 2) {
+        t[n++] = rnd() % 2 ? 'e' : 'E';
+        if (rnd() % 2) t[n++] = rnd() % 2 ? '-' : '+';
+        const int e = (int)(rnd() % 60);
+        n += (size_t)snprintf(t + n, cap - n, "%d", rnd() % 16 ? e : e * 1000);
+    }
+    t[n] = '\0';
+    return n;
+}
+
+/* mxp__parse_float on decimals answers what strtof answers in the "C" locale, bit for bit
+ * (accepted exactly when strtof consumes the whole text), in whatever LC_NUMERIC is current. */
+static void check_decimals_against(char (*text)[64], const float *want, const bool *valid, size_t n,
+                                   const char *where)
+{
+    for (size_t i = 0; i < n; i++) {
+        float got = 0.0f;
+        const bool ok = mxp__parse_float(text[i], strlen(text[i]), &got);
+        if (ok != valid[i])
+            fail_msg("%s: '%s' %s, strtof in the C locale %s", where, text[i], ok ? "accepted" : "refused",
+                     valid[i] ? "accepts it" : "refuses it");
+        if (ok && tu_bits32(got) != tu_bits32(want[i]))
+            fail_msg("%s: '%s' gives %a, strtof in the C locale %a", where, text[i], (double)got, (double)want[i]);
+    }
+}
+
+/* Decimal floats in mxp_loss_scale_restore do not depend on the C locale: under a locale whose
+ * decimal point is ',' (de_DE), "0.5" is still one half, "0,5" is still refused, and every
+ * decimal gives what strtof gives in the "C" locale. Before the fix the parser called strtof in
+ * the caller's locale, which stopped at the '.': "min_scale=0.5" was MXP_EPARSE. */
+static void test_restore_decimals_any_locale(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    static char text[N][64];
+    static float want[N];
+    static bool valid[N];
+    static const char *const fixed[] = {
+        "0.5", ".5", "5.", "-0.0", "+1", "1e-45", "1.4e-45", "7e-46", "1.17549435e-38", "3.4028235e38",
+        "3.40282356e38", "3.4028236e38", "1e39", "1e-50", "0.000000000000000000000000000000000000000000001",
+        "123456789012345678901234567890.5e-10", "16777217", "0.1", "2.5E+3", "1e0000000000000000000000005",
+        "1e-99999999999999999999", "1e99999999999999999999", ".", "-", "1e", "1e+", "e5", "1.2.3", "--1",
+        "1-2", "+.e1", "00000000000000000000000000000000000000000000000000000000000.25",
+    };
+    const size_t nf = sizeof fixed / sizeof fixed[0];
+    assert_non_null(setlocale(LC_NUMERIC, "C"));
+    for (size_t i = 0; i < N; i++) {
+        if (i < nf) snprintf(text[i], sizeof text[i], "%s", fixed[i]);
+        else random_decimal(text[i], sizeof text[i]);
+        char *end = NULL;
+        want[i] = strtof(text[i], &end);
+        valid[i] = end == text[i] + strlen(text[i]) && text[i][0] != '\0';
+    }
+    check_decimals_against(text, want, valid, N, "C locale");
+
+    const char *line = "mxp-loss-scale/1 kind=dynamic scale=32768 counter=0 period=2000 factor=2.0 "
+                       "min_scale=0.5 max_scale=1.5e9";
+    const char *comma = tu_comma_locale();
+    if (!comma) {
+        print_message("no locale with a decimal comma is installed (tried de_DE.UTF-8, fr_FR.UTF-8, ...; "
+                      "tests/CMakeLists.txt builds one when localedef can): not checked under one\n");
+        skip();
+    }
+    check_decimals_against(text, want, valid, N, comma);
+    mxp_loss_scale s;
+    memset(&s, 0, sizeof s);
+    const mxp_status st = mxp_loss_scale_restore(line, &s);
+    char err[512];
+    snprintf(err, sizeof err, "%s", mxp_last_error());
+    const mxp_status st_comma = mxp_loss_scale_restore(
+        "mxp-loss-scale/1 kind=dynamic scale=32768 counter=0 period=2000 factor=2 min_scale=0,5 max_scale=inf", &s);
+    setlocale(LC_NUMERIC, "C");
+    if (st != MXP_OK) fail_msg("under %s: %s: %s", comma, mxp_status_name(st), err);
+    assert_int_equal(st_comma, MXP_EPARSE);
+    assert_true(s.min_scale == 0.5f && s.factor == 2.0f && s.max_scale == 1.5e9f && s.scale == 32768.0f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -935,6 +1147,9 @@ int main(void)
         cmocka_unit_test(test_null_everywhere),
         cmocka_unit_test(test_select_overlap),
         cmocka_unit_test(test_tiny_scales_under_ftz_daz),
+        cmocka_unit_test(test_tree_select_overlap),
+        cmocka_unit_test(test_tree_unscale_subnormal_under_daz),
+        cmocka_unit_test(test_restore_decimals_any_locale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

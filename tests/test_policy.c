@@ -156,9 +156,31 @@ static void test_keras_presets_and_quantized(void **state)
     expect_policy("q=int4", pol(F32, F32, F32, MXP_QUANT_INT4, 0));
     expect_policy("quant=float8,c=bf16", pol(F32, BF16, BF16, MXP_QUANT_FLOAT8, 1024));
     expect_policy("h=4,q=FLOAT8", pol(F32, F32, F32, MXP_QUANT_FLOAT8, 4));
-    expect_policy("q=float8,amax_history=4294967295", pol(F32, F32, F32, MXP_QUANT_FLOAT8, 4294967295u));
+    expect_policy("q=float8,amax_history=65536", pol(F32, F32, F32, MXP_QUANT_FLOAT8, 65536));
     /* int4 and float8 with float16 compute are fine; only int8 is rejected (Keras). */
     expect_policy("c=f16,q=float8", pol(F32, F16, F16, MXP_QUANT_FLOAT8, 1024));
+}
+
+/* h is capped at MXP_FP8_HISTORY_MAX (65536) by the grammar and by validate (so that
+ * parse(format(p)) == p still holds for every valid p). Before the fix "q=float8,h=4294967295"
+ * was a valid policy: a 16 GiB amax history for mxp_fp8_scaler_new. */
+static void test_amax_history_cap(void **state)
+{
+    (void)state;
+    assert_int_equal(MXP_FP8_HISTORY_MAX, 65536);
+    expect_policy("q=float8,h=65536", pol(F32, F32, F32, MXP_QUANT_FLOAT8, 65536));
+    expect_policy("float8_from_c=bf16,amax_history=00065536", pol(F32, BF16, BF16, MXP_QUANT_FLOAT8, 65536));
+    expect_error("q=float8,h=65537", MXP_EPARSE, "'65537'", "65536", NULL);
+    expect_error("q=float8,amax_history=4294967295", MXP_EPARSE, "'4294967295'", "65536", NULL);
+    expect_error("q=float8,h=99999999999999999999999", MXP_EPARSE, "'99999999999999999999999'", "65536", NULL);
+    mxp_policy p = pol(F32, BF16, BF16, MXP_QUANT_FLOAT8, MXP_FP8_HISTORY_MAX + 1u);
+    mxp_clear_error();
+    assert_int_equal(mxp_policy_validate(&p), MXP_EINVAL);
+    assert_non_null(strstr(mxp_last_error(), "65536"));
+    char buf[64];
+    assert_int_equal(mxp_policy_format(&p, buf, sizeof buf), -1);
+    p.amax_history_len = MXP_FP8_HISTORY_MAX;
+    assert_int_equal(mxp_policy_validate(&p), MXP_OK);
 }
 
 static void test_half_follows_backend(void **state)
@@ -262,7 +284,7 @@ static void canonical(const mxp_policy *p, char *buf, size_t cap)
 static void test_format_round_trip_all(void **state)
 {
     (void)state;
-    static const uint32_t hs[] = {1, 2, 1024, 4294967295u};
+    static const uint32_t hs[] = {1, 2, 1024, MXP_FP8_HISTORY_MAX};
     size_t checked = 0;
     for (int a = 0; a < MXP_FLOAT_DTYPE_COUNT; a++)
         for (int b = 0; b < MXP_FLOAT_DTYPE_COUNT; b++)
@@ -565,6 +587,7 @@ int main(void)
         cmocka_unit_test_setup(test_keras_presets_and_quantized, reset_globals),
         cmocka_unit_test_setup(test_half_follows_backend, reset_globals),
         cmocka_unit_test_setup(test_parse_errors, reset_globals),
+        cmocka_unit_test_setup(test_amax_history_cap, reset_globals),
         cmocka_unit_test_setup(test_format_round_trip_all, reset_globals),
         cmocka_unit_test_setup(test_format_snprintf_semantics, reset_globals),
         cmocka_unit_test_setup(test_equal_and_names, reset_globals),

@@ -15,6 +15,7 @@
  */
 #include <fenv.h>
 #include <float.h>
+#include <locale.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1055,6 +1056,150 @@ static void test_save_restore(void **state)
     assert_int_equal(mxp_fp8_scaler_restore("x", NULL), MXP_EINVAL);
 }
 
+/* ---- history cap, restored scale range, decimals in any locale (review, 2026-12) ----------- */
+
+/* A text of the state with the given history_len and that many zero history entries. */
+static char *text_with_history(unsigned long len)
+{
+    const size_t cap = 256 + 7 * (size_t)len;
+    char *t = malloc(cap);
+    assert_non_null(t);
+    int n = snprintf(t, cap, "mxp-fp8-scaler/1 format=float8_e4m3fn history_len=%lu algo=max margin=0 "
+                     "scale=0x1p+0 scale_inv=0x1p+0 amax=0x0p+0 nonfinite_steps=0 history=", len);
+    for (unsigned long i = 0; i < len; i++) n += snprintf(t + n, cap - (size_t)n, i ? ",0x0p+0" : "0x0p+0");
+    return t;
+}
+
+/* The history is capped at MXP_FP8_HISTORY_MAX by new and restore, and every failure of save
+ * says why. Before the fix history_len 2^32 - 1 was a valid recipe (a 16 GiB calloc, 2^32
+ * entries scanned per update, a save that ran for minutes and returned -1 with no message), a
+ * text with 65537 entries was restored, and save(NULL) returned -1 with an empty message. */
+static void test_history_cap(void **state)
+{
+    (void)state;
+    assert_int_equal(MXP_FP8_HISTORY_MAX, 65536);
+    mxp_fp8_recipe r = mxp_fp8_recipe_default(MXP_FLOAT8_E5M2);
+    mxp_fp8_scaler *sentinel = (mxp_fp8_scaler *)(uintptr_t)0x1234, *o = sentinel;
+    static const uint32_t too_long[] = {MXP_FP8_HISTORY_MAX + 1u, 1u << 20, UINT32_MAX};
+    for (size_t i = 0; i < 3; i++) {
+        r.history_len = too_long[i];
+        mxp_clear_error();
+        assert_int_equal(mxp_fp8_scaler_new(&r, &o), MXP_EINVAL);
+        assert_ptr_equal(o, sentinel);
+        if (!strstr(mxp_last_error(), "history_len") || !strstr(mxp_last_error(), "65536"))
+            fail_msg("history_len %lu: '%s' names neither the field nor the cap", (unsigned long)too_long[i],
+                     mxp_last_error());
+    }
+    /* the cap itself works end to end: update, save, restore */
+    r.history_len = MXP_FP8_HISTORY_MAX;
+    mxp_fp8_scaler *s = NULL, *back = NULL;
+    assert_int_equal(mxp_fp8_scaler_new(&r, &s), MXP_OK);
+    assert_int_equal(mxp_fp8_scaler_set_amax(s, 3.0f), MXP_OK);
+    assert_int_equal(mxp_fp8_scaler_update(s), MXP_OK);
+    const int len = mxp_fp8_scaler_save(s, NULL, 0);
+    assert_true(len > 7 * MXP_FP8_HISTORY_MAX);
+    char *text = malloc((size_t)len + 1);
+    assert_non_null(text);
+    assert_int_equal(mxp_fp8_scaler_save(s, text, (size_t)len + 1), len);
+    assert_int_equal(mxp_fp8_scaler_restore(text, &back), MXP_OK);
+    assert_int_equal(mxp_fp8_scaler_recipe(back).history_len, MXP_FP8_HISTORY_MAX);
+    assert_int_equal(tu_bits32(mxp_fp8_scaler_scale(back)), tu_bits32(mxp_fp8_scaler_scale(s)));
+    free(text);
+    mxp_fp8_scaler_free(back);
+    /* restore: a text holding MXP_FP8_HISTORY_MAX + 1 entries is refused, naming the field */
+    text = text_with_history(MXP_FP8_HISTORY_MAX + 1ul);
+    o = sentinel;
+    mxp_clear_error();
+    assert_int_equal(mxp_fp8_scaler_restore(text, &o), MXP_EPARSE);
+    assert_ptr_equal(o, sentinel);
+    if (!strstr(mxp_last_error(), "history_len") || !strstr(mxp_last_error(), "65536"))
+        fail_msg("'%s' names neither the field nor the cap", mxp_last_error());
+    free(text);
+    /* every failure of save has a message */
+    mxp_clear_error();
+    assert_int_equal(mxp_fp8_scaler_save(NULL, NULL, 0), -1);
+    assert_true(mxp_last_error()[0] != '\0');
+    mxp_clear_error();
+    assert_int_equal(mxp_fp8_scaler_save(s, NULL, 16), -1);
+    assert_non_null(strstr(mxp_last_error(), "buf is NULL"));
+    mxp_fp8_scaler_free(s);
+}
+
+/* restore accepts exactly the scales update can produce: 2^-127 <= scale <= FLT_MAX (update
+ * clamps to that range so that scale_inv stays finite), with scale_inv = 1 / scale. Before the
+ * fix scale = 2^-149 with scale_inv = inf was restored, a state that dequantizes every value to
+ * inf, and so was any subnormal scale below 2^-127. */
+static void test_restore_scale_range(void **state)
+{
+    (void)state;
+    static const struct { float scale; bool ok; } cases[] = {
+        {0x1p-127f, true}, {0x1.000004p-127f, true}, {FLT_MAX, true}, {1.0f, true},
+        {0x1.fffff8p-128f, false}, {0x1p-128f, false}, {0x1p-149f, false}, {0x1p-140f, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const float sc = cases[i].scale, inv = 1.0f / sc; /* default FP environment: exact IEEE */
+        char text[512];
+        snprintf(text, sizeof text, "mxp-fp8-scaler/1 format=float8_e4m3fn history_len=1 algo=max margin=0 "
+                 "scale=%a scale_inv=%a amax=0x0p+0 nonfinite_steps=0 history=0x1p+0", (double)sc, (double)inv);
+        mxp_fp8_scaler *sentinel = (mxp_fp8_scaler *)(uintptr_t)0x1234, *o = sentinel;
+        mxp_clear_error();
+        const mxp_status st = mxp_fp8_scaler_restore(text, &o);
+        if (cases[i].ok) {
+            if (st != MXP_OK) fail_msg("'%s': %s (%s)", text, mxp_status_name(st), mxp_last_error());
+            assert_int_equal(tu_bits32(mxp_fp8_scaler_scale(o)), tu_bits32(sc));
+            assert_int_equal(tu_bits32(mxp_fp8_scaler_scale_inv(o)), tu_bits32(inv));
+            mxp_fp8_scaler_free(o);
+            continue;
+        }
+        if (st != MXP_EINVAL) fail_msg("'%s': %s, want MXP_EINVAL", text, mxp_status_name(st));
+        assert_ptr_equal(o, sentinel);
+        if (!strstr(mxp_last_error(), "scale ") || !strstr(mxp_last_error(), "0x1p-127"))
+            fail_msg("'%s': message '%s' names neither the field nor the range", text, mxp_last_error());
+    }
+    /* the probe's state: scale 2^-149, scale_inv inf */
+    mxp_fp8_scaler *o = NULL;
+    assert_int_equal(mxp_fp8_scaler_restore("mxp-fp8-scaler/1 format=float8_e4m3fn history_len=1 algo=max "
+                                            "margin=0 scale=0x1p-149 scale_inv=inf amax=0x0p+0 nonfinite_steps=0 "
+                                            "history=0x1p+0", &o),
+                     MXP_EINVAL);
+    assert_null(o);
+}
+
+/* Decimal floats in mxp_fp8_scaler_restore do not depend on the C locale (the history may be
+ * written by hand: the header allows decimals). Before the fix "0.25" was MXP_EPARSE under a
+ * locale whose decimal point is ','. */
+static void test_restore_decimals_any_locale(void **state)
+{
+    (void)state;
+    static const char text[] = "mxp-fp8-scaler/1 format=float8_e4m3fn history_len=3 algo=max margin=0 scale=1.0 "
+                               "scale_inv=1 amax=0.0 nonfinite_steps=0 history=0.25,1.5,3.0e2";
+    mxp_fp8_scaler *s = NULL;
+    assert_int_equal(mxp_fp8_scaler_restore(text, &s), MXP_OK);
+    mxp_fp8_scaler_free(s);
+    s = NULL;
+    const char *comma = tu_comma_locale();
+    if (!comma) {
+        print_message("no locale with a decimal comma is installed (tried de_DE.UTF-8, fr_FR.UTF-8, ...; "
+                      "tests/CMakeLists.txt builds one when localedef can): not checked under one\n");
+        skip();
+    }
+    const mxp_status st = mxp_fp8_scaler_restore(text, &s);
+    char err[512];
+    snprintf(err, sizeof err, "%s", mxp_last_error());
+    mxp_fp8_scaler *c = NULL;
+    const mxp_status st_comma = mxp_fp8_scaler_restore(
+        "mxp-fp8-scaler/1 format=float8_e4m3fn history_len=1 algo=max margin=0 scale=1 scale_inv=1 amax=0 "
+        "nonfinite_steps=0 history=0,25", &c);
+    setlocale(LC_NUMERIC, "C");
+    if (st != MXP_OK) fail_msg("under %s: %s: %s", comma, mxp_status_name(st), err);
+    assert_int_equal(st_comma, MXP_EPARSE);
+    float h[3];
+    assert_int_equal(mxp_fp8_scaler_history(s, h, 3), 3);
+    assert_true(h[0] == 0.25f && h[1] == 1.5f && h[2] == 300.0f);
+    assert_true(mxp_fp8_scaler_scale(s) == 1.0f && mxp_fp8_scaler_scale_inv(s) == 1.0f);
+    mxp_fp8_scaler_free(s);
+}
+
 /* ---- errors: every refusal leaves every output untouched --------------------------------- */
 
 #define SENT 0x5A
@@ -1446,6 +1591,9 @@ int main(void)
         cmocka_unit_test(test_delayed_trajectory),
         cmocka_unit_test(test_delayed_narrow_inputs),
         cmocka_unit_test(test_save_restore),
+        cmocka_unit_test(test_history_cap),
+        cmocka_unit_test(test_restore_scale_range),
+        cmocka_unit_test(test_restore_decimals_any_locale),
         cmocka_unit_test(test_scaler_under_ftz_daz),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_one_pass_nonfinite),

@@ -6,11 +6,14 @@
  *     the caller, so each test has its own reproducible stream;
  *   - reading element i of an array of 1/2/4/8-byte elements as a number, and finding the first
  *     element where two arrays differ (for messages that name the index, input, want and got);
- *   - "mostly regular" float32 data for the SIMD tests (tu_fill_mix).
+ *   - "mostly regular" float32 data for the SIMD tests (tu_fill_mix);
+ *   - switching LC_NUMERIC to an installed locale whose decimal point is a comma
+ *     (tu_comma_locale), for the tests of locale-independent text.
  */
 #ifndef MIXPREC_TEST_UTIL_H
 #define MIXPREC_TEST_UTIL_H
 
+#include <locale.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -109,6 +112,22 @@ static inline void tu_fill_mix(unsigned char *p, size_t n, uint32_t rate, int re
         }
         memcpy(p + 4 * i, &v, 4);
     }
+}
+
+/* Set LC_NUMERIC to the first installed locale of a few whose decimal point is ",", and return
+ * its name; NULL (LC_NUMERIC left "C") when none is. tests/CMakeLists.txt builds de_DE.UTF-8 into
+ * the build tree with localedef and points LOCPATH at it when it can. The caller restores
+ * LC_NUMERIC to "C". */
+static inline const char *tu_comma_locale(void)
+{
+    static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8", "de_DE", "fr_FR.UTF-8", "fr_FR.utf8",
+                                        "nl_NL.UTF-8", "es_ES.UTF-8", "it_IT.UTF-8", "ru_RU.UTF-8"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *got = setlocale(LC_NUMERIC, names[i]);
+        if (got && strcmp(localeconv()->decimal_point, ",") == 0) return names[i];
+    }
+    setlocale(LC_NUMERIC, "C");
+    return NULL;
 }
 
 #ifdef MIXPREC_KERNELS_H /* the ISA tests (kernels.h included first) */

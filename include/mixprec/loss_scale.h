@@ -351,7 +351,7 @@ MXP_API int mxp_loss_scale_save(const mxp_loss_scale *s, char *buf, size_t cap);
  * newline) separate fields; the fields may come in any order, each exactly once, after the
  * "mxp-loss-scale/1" tag. kind is noop|static|dynamic; counter and period are decimal int32;
  * floats are C99 hexadecimal (must be exact float32 values), "inf", or decimal (rounded to the
- * nearest float32).
+ * nearest float32; the decimal point is '.' whatever the caller's LC_NUMERIC locale).
  * @retval MXP_OK      *out set
  * @retval MXP_EINVAL  text or out NULL, or the parsed state is invalid (message names the field)
  * @retval MXP_EPARSE  malformed text: missing tag, unknown / repeated / missing field, or a bad
@@ -372,7 +372,9 @@ MXP_API bool mxp_tree_all_finite(const mxp_tree *t);
  * mxp_unscale_check over every floating leaf of t, in place (integer and bool leaves are left
  * alone). Every leaf is processed even after a non-finite one. Returns true when every input
  * and result is finite (a NULL or empty tree: true). A scale that is not finite and > 0 is
- * refused before any leaf is touched: false, with a message in mxp_last_error().
+ * refused before any leaf is touched: false, with a message in mxp_last_error() quoting the
+ * scale exactly (hexadecimal). The scale is checked from its bits, as mxp_unscale_check does,
+ * so a subnormal scale is accepted under the caller's denormals-are-zero too.
  * For float16 gradient trees unscale leaf by leaf into float32 masters with
  * mxp_unscale_check_into instead (see the top of this file).
  * Thread-safety: needs exclusive access to t's data. Allocates nothing.
@@ -382,10 +384,13 @@ MXP_API bool mxp_tree_unscale_check(mxp_tree *t, float scale);
 /**
  * jmp's select_tree: every leaf of out becomes the leaf of the same name of (pred ? a : b).
  * The three trees must hold the same names (any order) with equal dtypes and shapes; out may
- * be a or b itself (its leaves are then left as they are when selected).
+ * be a or b itself (its leaves are then left as they are when selected). As in mxp_select, each
+ * leaf of out must be its namesake in a (or b) itself or not overlap it at all (a and b may
+ * overlap each other).
  * Everything is checked before anything is written.
  * @retval MXP_OK        out written
- * @retval MXP_EINVAL    NULL tree, counts differ, or a dtype / shape mismatch (message names it)
+ * @retval MXP_EINVAL    NULL tree, counts differ, a dtype / shape mismatch, or a leaf of out
+ *                       overlapping its a or b namesake without being it (message names the leaf)
  * @retval MXP_ENOTFOUND a name of out is missing from a or b (message names it)
  * On failure out is untouched. Thread-safety: needs exclusive access to out. Allocates nothing.
  */

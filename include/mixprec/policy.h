@@ -12,7 +12,8 @@
  *   2. Keras presets:             "mixed_float16"  -> p=float32,c=float16,o=float16
  *                                 "mixed_bfloat16" -> p=float32,c=bfloat16,o=bfloat16
  *   3. key=value list, `,`-joined: keys p|param|params, c|compute, o|output, q|quant
- *      (int8|int4|float8), h|amax_history (positive integer, only with q=float8).
+ *      (int8|int4|float8), h|amax_history (an integer in 1..MXP_FP8_HISTORY_MAX = 65536, an
+ *      implementation limit; only with q=float8).
  *      p defaults to float32, c follows p, o follows c, h is 1024 when q=float8.
  *      "c=f16" -> p=float32,c=float16,o=float16;  "c=bf16,o=full" -> p=float32,c=bfloat16,o=float32
  *   4. Keras quantized names <mode>_from_<source>, mode int8|int4|float8, source any of 1-3:
@@ -25,6 +26,7 @@
 #ifndef MIXPREC_POLICY_H
 #define MIXPREC_POLICY_H
 
+#include "quant.h" /* MXP_FP8_HISTORY_MAX */
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -41,7 +43,8 @@ typedef enum mxp_quant {
 
 /**
  * A precision policy. Valid when param, compute and output are floating dtypes; quant is one
- * of mxp_quant; amax_history_len > 0 exactly when quant == MXP_QUANT_FLOAT8 (0 otherwise); and
+ * of mxp_quant; amax_history_len in 1..MXP_FP8_HISTORY_MAX exactly when quant ==
+ * MXP_QUANT_FLOAT8 (0 otherwise); and
  * not (quant == MXP_QUANT_INT8 and compute == MXP_FLOAT16) (Keras rejects it: int8 matmul
  * outputs overflow float16).
  * Example: mxp_policy p = {MXP_FLOAT32, MXP_FLOAT16, MXP_FLOAT32, MXP_QUANT_NONE, 0};
@@ -49,7 +52,7 @@ typedef enum mxp_quant {
 typedef struct mxp_policy {
     mxp_dtype param, compute, output; /**< floating dtypes only */
     mxp_quant quant;                  /**< MXP_QUANT_NONE for plain mixed precision */
-    uint32_t amax_history_len;        /**< float8 only (default 1024); 0 otherwise */
+    uint32_t amax_history_len;        /**< float8 only: 1..MXP_FP8_HISTORY_MAX (default 1024); 0 otherwise */
 } mxp_policy;
 
 /**
@@ -63,8 +66,9 @@ typedef struct mxp_policy {
  *                     MXP_EAMBIGUOUS, so that every bad policy text is one status), repeated key
  *                     ("p=f32,params=f16" too), empty part ("c=f16,"), missing key or value,
  *                     non-floating dtype, unknown quantization mode, `h` without q=float8, h = 0
- *                     or not a number in 1..4294967295, q given twice, and q=int8 with compute
- *                     float16. *out is untouched on failure.
+ *                     or not a number, h above MXP_FP8_HISTORY_MAX (the message names the
+ *                     token and the limit), q given twice, and q=int8 with compute float16.
+ *                     *out is untouched on failure.
  * Thread-safety: safe (reads the backend atomically). Allocates nothing.
  */
 MXP_API mxp_status mxp_policy_parse(const char *text, mxp_policy *out);

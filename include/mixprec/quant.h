@@ -177,17 +177,23 @@ typedef enum mxp_amax_algo {
     MXP_AMAX_MOST_RECENT  /**< a = the newest entry */
 } mxp_amax_algo;
 
-/** A delayed-scaling recipe. Valid when format is float8, history_len >= 1 and
- *  0 <= margin <= MXP_FP8_MARGIN_MAX. */
+/** A delayed-scaling recipe. Valid when format is float8, 1 <= history_len <=
+ *  MXP_FP8_HISTORY_MAX and 0 <= margin <= MXP_FP8_MARGIN_MAX. */
 typedef struct mxp_fp8_recipe {
     mxp_dtype format;      /**< MXP_FLOAT8_E4M3FN (weights, activations) or MXP_FLOAT8_E5M2 (gradients) */
-    uint32_t history_len;  /**< >= 1; Keras and TE default 1024 */
+    uint32_t history_len;  /**< 1..MXP_FP8_HISTORY_MAX; Keras and TE default 1024 */
     mxp_amax_algo algo;
     int margin;            /**< >= 0: the scale is divided by 2^margin */
 } mxp_fp8_recipe;
 
 /** Largest accepted margin. */
 #define MXP_FP8_MARGIN_MAX 64
+
+/** Largest accepted amax history length (an implementation limit: recipes, the policy
+ *  grammar's h= and restored states are refused above it). Every update scans the history and
+ *  a state saves it as text, so a longer one would only cost time and memory; Keras and
+ *  Transformer Engine default to 1024. */
+#define MXP_FP8_HISTORY_MAX 65536
 
 /** The default recipe for a format: history 1024, MXP_AMAX_MAX, margin 0. Thread-safety: safe. */
 MXP_API mxp_fp8_recipe mxp_fp8_recipe_default(mxp_dtype format);
@@ -198,7 +204,8 @@ typedef struct mxp_fp8_scaler mxp_fp8_scaler;
 /**
  * A new state: scale 1, scale_inv 1, history of history_len zeros, this step's amax 0,
  * non-finite step count 0. *out receives the state (owned by the caller: mxp_fp8_scaler_free).
- * @retval MXP_EINVAL  r or out NULL, or an invalid recipe (the message names the field)
+ * @retval MXP_EINVAL  r or out NULL, or an invalid recipe (the message names the field), a
+ *                     history_len above MXP_FP8_HISTORY_MAX included
  * @retval MXP_ENOMEM  allocation failed
  * *out is untouched on failure. Thread-safety: safe.
  */
@@ -265,8 +272,10 @@ MXP_API size_t mxp_fp8_scaler_history(const mxp_fp8_scaler *s, float *out, size_
 /**
  * Write the whole state (recipe, scale, scale_inv, this step's amax, non-finite step count,
  * history) as text, snprintf style: returns the length of the full text (excluding the NUL),
- * writes at most cap - 1 characters and a NUL when cap > 0 (buf may be NULL when cap is 0);
- * -1 when s is NULL or the text would exceed INT_MAX. Floats are exact (hexadecimal, locale
+ * writes at most cap - 1 characters and a NUL when cap > 0 (buf may be NULL when cap is 0, to
+ * measure). -1, with a message in mxp_last_error() and nothing written, when s is NULL, buf is
+ * NULL with cap > 0, or the text would exceed INT_MAX (it cannot: a history of
+ * MXP_FP8_HISTORY_MAX entries takes under 1 MiB). Floats are exact (hexadecimal, locale
  * independent): mxp_fp8_scaler_restore gives back the state bit for bit.
  * Thread-safety: safe for concurrent readers of s.
  */
@@ -274,10 +283,14 @@ MXP_API int mxp_fp8_scaler_save(const mxp_fp8_scaler *s, char *buf, size_t cap);
 
 /**
  * Rebuild a state from mxp_fp8_scaler_save's text; *out receives a new state (caller frees).
+ * Floats are read as by mxp_loss_scale_restore: exact hexadecimal, inf, nan, or a decimal
+ * (rounded to float32; the decimal point is '.' whatever the caller's LC_NUMERIC locale).
  * @retval MXP_EINVAL  text or out NULL, or the state it describes is invalid (bad recipe, a
- *                     scale that is not finite and > 0, an inconsistent scale_inv, a negative
- *                     history entry)
- * @retval MXP_EPARSE  malformed text (the message names the field)
+ *                     scale outside [2^-127, FLT_MAX] (the range mxp_fp8_scaler_update keeps it
+ *                     in, so that scale_inv is finite), a scale_inv other than 1 / scale, a
+ *                     negative history entry)
+ * @retval MXP_EPARSE  malformed text (the message names the field), a history_len above
+ *                     MXP_FP8_HISTORY_MAX included (refused before anything is allocated)
  * @retval MXP_ENOMEM  allocation failed
  * *out is untouched on failure. Thread-safety: safe.
  */
