@@ -10,7 +10,10 @@
  * memcpy moving the same traffic), and the ratio to the physical limit of bench_limit.h (a loop
  * reading the same source bytes and writing the same destination bytes, with non-temporal
  * stores out of cache and plain ones in cache, one thread, measured in the same run; 1.00 =
- * as fast as the hardware moves those bytes). The header names the CPU (/proc/cpuinfo) and, on
+ * as fast as the hardware moves those bytes), and to that loop run as the library runs the row
+ * (limit_s: where src/convert.c cuts a large call into interleaved streams, the loop is cut the
+ * same way, bench_limit.h's bl_streams, since one core moves more bytes that way; elsewhere it is
+ * the limit again). The header names the CPU (/proc/cpuinfo) and, on
  * AVX-512 CPUs, whether the AVX-512 kernels prefetch their source in streaming calls (a per-CPU
  * choice, src/kernels/dispatch.c).
  * ISA rows: each table's own kernels ("avx512-own" where the dispatched avx512 table keeps some
@@ -27,7 +30,7 @@
  * writes (see peer_for below), for float32 <-> float16 / bfloat16 nearest-even.
  *
  * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R]
- *                      [--normal S] [--scan]
+ *                      [--normal S] [--scan] [--streams S]
  *   --quick   n in {2^16, 2^26} only
  *   --csv     one CSV row per measurement instead of the table
  *   --isa     only this path (scalar, avx2, avx512, avx512-own, neon, or ggml-style for the peer rows only)
@@ -43,6 +46,9 @@
  *             joined per call ("2s", how mxp_convert_ex worked before its worker pool); two
  *             threads on the library's persistent workers ("2", src/pool.c), the split forced
  *             at every size. Tells the threshold mxp__convert_min_per_thread.
+ *   --streams S  large float32 -> narrow calls as S interleaved streams (1-16; 1: one pass) instead
+ *             of the dispatcher's choice for this CPU (kernels.h's mxp__cvt_streams); every library
+ *             row runs as mxp_convert_ex runs it (mxp__cvt_run), the peer rows as they are
  * Not a test: numbers on a shared machine are noisy; read medians and ratios.
  */
 #include <math.h>
@@ -106,6 +112,8 @@ static const conv convs[] = {
 
 typedef struct work {
     mxp__cvt_fn fn;
+    mxp_dtype dt, st; /* the conversion's destination and source dtypes */
+    bool lib;         /* a library kernel: called through mxp__cvt_run, as mxp_convert_ex does */
     unsigned char *dst;
     const unsigned char *src;
     size_t n, ib, ob;
@@ -116,6 +124,8 @@ typedef struct work {
 
 typedef struct part {
     mxp__cvt_fn fn;
+    mxp_dtype dt, st;
+    bool lib;
     unsigned char *dst;
     const unsigned char *src;
     size_t n;
@@ -125,7 +135,8 @@ typedef struct part {
 static void *run_part(void *p)
 {
     part *c = p;
-    c->fn(c->dst, c->src, c->n, &c->args);
+    if (c->lib) mxp__cvt_run(c->fn, c->dt, c->st, c->dst, c->src, c->n, &c->args);
+    else c->fn(c->dst, c->src, c->n, &c->args);
     return NULL;
 }
 
@@ -142,7 +153,8 @@ static void run_work(void *p)
 {
     work *w = p;
     if (w->threads <= 1) {
-        w->fn(w->dst, w->src, w->n, &w->args);
+        if (w->lib) mxp__cvt_run(w->fn, w->dt, w->st, w->dst, w->src, w->n, &w->args);
+        else w->fn(w->dst, w->src, w->n, &w->args);
     } else {
         enum { MAXT = 16 };
         part parts[MAXT];
@@ -154,7 +166,7 @@ static void run_work(void *p)
         int cnt = 0;
         for (size_t b = 0; b < w->n && cnt < nt; b += per, cnt++) {
             const size_t len = w->n - b > per ? per : w->n - b;
-            parts[cnt] = (part){w->fn, w->dst + b * w->ob, w->src + b * w->ib, len, w->args};
+            parts[cnt] = (part){w->fn, w->dt, w->st, w->lib, w->dst + b * w->ob, w->src + b * w->ib, len, w->args};
             parts[cnt].args.index0 = w->args.index0 + b;
         }
         if (!w->spawn) {
@@ -306,25 +318,27 @@ static mxp__cvt_fn peer_for(const conv *c)
     return NULL;
 }
 
-static void measure_fn(const conv *c, const char *name, mxp__cvt_fn fn, int threads, size_t n,
+static void measure_fn(const conv *c, const char *name, mxp__cvt_fn fn, bool lib, int threads, size_t n,
                        unsigned char *dst, const unsigned char *src);
-static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, int threads, bool spawn, size_t n,
-                         unsigned char *dst, const unsigned char *src);
+static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, bool lib, int threads, bool spawn,
+                         size_t n, unsigned char *dst, const unsigned char *src);
 
 static void measure(const conv *c, const mxp__kernels *k, int threads, size_t n, unsigned char *dst,
                     const unsigned char *src)
 {
-    measure_fn(c, k->name, k->cvt[c->dst][c->src][c->mode], threads, n, dst, src);
+    measure_fn(c, k->name, k->cvt[c->dst][c->src][c->mode], true, threads, n, dst, src);
 }
 
-static void measure_fn(const conv *c, const char *name, mxp__cvt_fn fn, int threads, size_t n,
+static void measure_fn(const conv *c, const char *name, mxp__cvt_fn fn, bool lib, int threads, size_t n,
                        unsigned char *dst, const unsigned char *src)
 {
-    measure_work(c, name, fn, threads, false, n, dst, src);
+    measure_work(c, name, fn, lib, threads, false, n, dst, src);
 }
 
-static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, int threads, bool spawn, size_t n,
-                         unsigned char *dst, const unsigned char *src)
+/* lib: a library kernel, run as mxp_convert_ex runs it (mxp__cvt_run: interleaved streams where
+ * they apply); else a peer loop, called as it is */
+static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, bool lib, int threads, bool spawn,
+                         size_t n, unsigned char *dst, const unsigned char *src)
 {
     const size_t ib = mxp_dtype_size((mxp_dtype)c->src), ob = mxp_dtype_size((mxp_dtype)c->dst);
     /* as mxp_convert_ex: at most one thread per mxp__convert_min_per_thread elements */
@@ -334,20 +348,24 @@ static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, int th
     char th[16];
     if (run == threads) snprintf(th, sizeof th, "%d%s", threads, spawn ? "s" : "");
     else snprintf(th, sizeof th, "%d>%d", threads, run);
-    work w = {fn, dst, src, n, ib, ob, {c->sat, 42, 0, false}, run, spawn};
+    work w = {fn, (mxp_dtype)c->dst, (mxp_dtype)c->src, lib, dst, src, n, ib, ob, {c->sat, 42, 0, false}, run, spawn};
     const double ns = bu_time_median(run_work, &w);
     const double base = memcpy_ns(n * ib, n * ob);
     /* the limit on this row's own buffers, right after it (not cached: the VM's speed drifts) */
     const double lim = bl_limit_ns_on(dst, src, n * ib, n * ob);
+    /* and the limit loop run as the library runs this row: interleaved streams where it
+     * interleaves (src/convert.c), else the same one pass */
+    const bool inter = lib && mxp__cvt_streams_apply((mxp_dtype)c->dst, (mxp_dtype)c->src, dst, n);
+    const double lims = inter ? bl_limit_streams_ns_on(dst, src, n * ib, n * ob, mxp__cvt_streams) : lim;
     const double gbps = bu_gbps(n * (ib + ob), ns);
-    const double ratio = ns > 0 ? base / ns : 0, lratio = ns > 0 ? lim / ns : 0;
+    const double ratio = ns > 0 ? base / ns : 0, lratio = ns > 0 ? lim / ns : 0, sratio = ns > 0 ? lims / ns : 0;
     if (csv) {
-        printf("%s,%s,%s,%zu,%.4f,%.2f,%.2f,%.3f,%.4f,%.3f\n", c->name, name, th, n, ns / (double)n, gbps,
-               bu_gbps(n * (ib + ob), base), ratio, lim / (double)n, lratio);
+        printf("%s,%s,%s,%zu,%.4f,%.2f,%.2f,%.3f,%.4f,%.3f,%.4f,%.3f\n", c->name, name, th, n, ns / (double)n, gbps,
+               bu_gbps(n * (ib + ob), base), ratio, lim / (double)n, lratio, lims / (double)n, sratio);
     } else {
-        printf("%-16s %-10s %3s  2^%-3d %9.4f %8.2f %8.2f %7.2fx %9.4f %7.2fx\n", c->name, name, th,
+        printf("%-16s %-10s %3s  2^%-3d %9.4f %8.2f %8.2f %7.2fx %9.4f %7.2fx %9.4f %7.2fx\n", c->name, name, th,
                (int)__builtin_ctzll(n), ns / (double)n, gbps, bu_gbps(n * (ib + ob), base), ratio,
-               lim / (double)n, lratio);
+               lim / (double)n, lratio, lims / (double)n, sratio);
     }
     fflush(stdout);
 }
@@ -355,6 +373,7 @@ static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, int th
 int main(int argc, char **argv)
 {
     bool quick = false, scan = false, peers = false;
+    int streams = 0; /* --streams: mxp__cvt_streams for this run (0: the dispatcher's choice) */
     const char *only = NULL, *conv_only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
@@ -366,8 +385,11 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--range") == 0 && i + 1 < argc && atof(argv[i + 1]) > 0.0) range = atof(argv[++i]);
         else if (strcmp(argv[i], "--normal") == 0 && i + 1 < argc && atof(argv[i + 1]) > 0.0) sigma = atof(argv[++i]);
         else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) only = argv[++i];
+        else if (strcmp(argv[i], "--streams") == 0 && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
+                 atoi(argv[i + 1]) <= MXP__CVT_STREAMS_MAX)
+            streams = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--normal S] [--scan]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--normal S] [--scan] [--streams S]\n", argv[0]);
             return 2;
         }
     }
@@ -395,23 +417,29 @@ int main(int argc, char **argv)
     /* the AVX-512 kernels' streaming prefetch is a per-CPU choice (dispatch.c): say which ran */
     const int has512 = mxp__kernels_for(MXP__ISA_AVX512) != NULL; /* also runs the dispatcher */
     const char *prefetch = mxp__avx512_prefetch ? "on" : "off";
+    if (streams) mxp__cvt_streams = streams; /* after the dispatcher set it (above) */
     if (csv) {
         printf("# CPU: %s\n", cpu);
         if (has512) printf("# AVX-512 streaming source prefetch: %s\n", prefetch);
+        printf("# interleaved streams for large float32 -> narrow calls: %d\n", mxp__cvt_streams);
         if (sigma > 0.0) printf("# source data: N(0, %g^2)%s\n", sigma, relu ? ", half of it +0" : "");
         else printf("# source data: over [-%g, %g]%s\n", range, range, relu ? ", half of it +0" : "");
-        printf("conversion,isa,threads,n,ns_per_elem,gbps,memcpy_gbps,ratio_to_memcpy,limit_ns_per_elem,ratio_to_limit\n");
+        printf("conversion,isa,threads,n,ns_per_elem,gbps,memcpy_gbps,ratio_to_memcpy,limit_ns_per_elem,ratio_to_limit,"
+               "limit_s_ns_per_elem,ratio_to_limit_s\n");
     } else {
         printf("mixprec conversions; CPU: %s\nactive path %s; GB/s = bytes read + written per second;\n"
                "memcpy = GB/s of the memcpy-equivalent baseline, ratio = its time / conversion time;\n"
                "limit = ns/elem of a loop moving the same bytes (non-temporal stores out of cache, plain in\n"
-               "cache; one thread), lim.ratio = its time / conversion time (all measured in this run)\n\n",
+               "cache; one thread), lim.ratio = its time / conversion time; limit.s, s.ratio: the same loop run\n"
+               "as the library runs the row (interleaved streams where it interleaves, src/convert.c; else\n"
+               "limit again) (all measured in this run)\n\n",
                cpu, mxp_isa());
         if (has512) printf("AVX-512 streaming source prefetch: %s (src/kernels/dispatch.c)\n\n", prefetch);
+        printf("interleaved streams for large float32 -> narrow calls: %d (src/convert.c)\n\n", mxp__cvt_streams);
         if (sigma > 0.0) printf("source data: N(0, %g^2)%s\n\n", sigma, relu ? ", half of it +0" : "");
         else printf("source data: over [-%g, %g]%s\n\n", range, range, relu ? ", half of it +0" : "");
-        printf("%-16s %-10s %3s  %-5s %9s %8s %8s %8s %9s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
-               "GB/s", "memcpy", "ratio", "limit", "lim.ratio");
+        printf("%-16s %-10s %3s  %-5s %9s %8s %8s %8s %9s %8s %9s %8s\n", "conversion", "isa", "th", "n", "ns/elem",
+               "GB/s", "memcpy", "ratio", "limit", "lim.ratio", "limit.s", "s.ratio");
     }
     for (size_t ci = 0; ci < NCONVS; ci++) {
         const conv *c = &convs[ci];
@@ -423,9 +451,9 @@ int main(int argc, char **argv)
             if (only && strcmp(only, k->name) != 0) continue;
             for (int si = 0; si < nsizes; si++) {
                 const size_t n = (size_t)1 << sizes[si];
-                measure_work(c, k->name, k->cvt[c->dst][c->src][c->mode], 1, false, n, dst, src);
-                measure_work(c, k->name, k->cvt[c->dst][c->src][c->mode], 2, true, n, dst, src);
-                measure_work(c, k->name, k->cvt[c->dst][c->src][c->mode], 2, false, n, dst, src);
+                measure_work(c, k->name, k->cvt[c->dst][c->src][c->mode], true, 1, false, n, dst, src);
+                measure_work(c, k->name, k->cvt[c->dst][c->src][c->mode], true, 2, true, n, dst, src);
+                measure_work(c, k->name, k->cvt[c->dst][c->src][c->mode], true, 2, false, n, dst, src);
             }
             continue;
         }
@@ -442,7 +470,7 @@ int main(int argc, char **argv)
         }
         const mxp__cvt_fn peer = peer_for(c);
         if (peer && (!only || strcmp(only, "ggml-style") == 0 || peers))
-            for (int si = 0; si < nsizes; si++) measure_fn(c, "ggml-style", peer, 1, (size_t)1 << sizes[si], dst, src);
+            for (int si = 0; si < nsizes; si++) measure_fn(c, "ggml-style", peer, false, 1, (size_t)1 << sizes[si], dst, src);
     }
     free(srcbuf);
     free(dst);

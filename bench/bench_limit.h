@@ -56,7 +56,7 @@
                 }                                                                                 \
             }                                                                                     \
         }                                                                                         \
-        if (nt) _mm_sfence();                                                                     \
+        if (nt == 1) _mm_sfence(); /* 2: streaming, the caller fences (bl_streams) */             \
     } while (0)
 
 #define BL_LD256(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
@@ -138,6 +138,35 @@ static bl_pass_fn bl_pick(size_t k, int width)
     return bl_pass_words;
 }
 
+/* The pass as S interleaved streams, the way src/convert.c's mxp__cvt_run runs a large
+ * conversion (kernels.h, mxp__cvt_streams): the bytes cut into S parts, and pieces of each taken in
+ * turn, a piece being 512 bytes on the wider side (a step of MXP__CVT_STREAM_STEP = 128 float32);
+ * one SFENCE at the end. */
+struct bl_sctx {
+    bl_pass_fn fn;
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t in, out;
+    int S;
+};
+static inline void bl_streams(void *p)
+{
+    const struct bl_sctx *c = p;
+    const size_t big = c->in >= c->out ? c->in : c->out, k = c->in >= c->out ? c->in / c->out : c->out / c->in;
+    const size_t pin = c->in >= c->out ? 512 : 512 / k, pout = c->in >= c->out ? 512 / k : 512;
+    const size_t npieces = big / 512, S = (size_t)c->S, per = (npieces + S - 1) / S;
+    for (size_t j = 0; j < per; j++)
+        for (size_t t = 0; t < S; t++) {
+            const size_t q = t * per + j;
+            if (q >= npieces) break;
+            c->fn(c->dst + q * pout, c->src + q * pin, pin, pout, 2);
+        }
+#ifdef BL_X86
+    _mm_sfence();
+#endif
+    __asm__ __volatile__("" ::: "memory");
+}
+
 /* Median ns of the limit loop for a pass reading `in` bytes at src and writing `out` bytes at
  * dst (dst 64-byte aligned; src any address: the loads are unaligned ones, as the conversion
  * kernels' are; in / out a power of two from 1/8 to 8; both multiples of 8 * 64 bytes here).
@@ -157,6 +186,26 @@ static inline double bl_limit_ns_on(void *dst, const void *src, size_t in, size_
     for (int w = 0; w < nw; w++) {
         struct bl_ctx c = {bl_pick(k, widths[w]), dst, src, in, out, nt};
         const double ns = bu_time_median(bl_run, &c);
+        if (best == 0 || ns < best) best = ns;
+    }
+    return best;
+}
+
+/* bl_limit_ns_on as S interleaved streams (bl_streams; streaming stores, so for passes out of
+ * cache; in and out multiples of 512 bytes). */
+static inline double bl_limit_streams_ns_on(void *dst, const void *src, size_t in, size_t out, int S)
+{
+    const size_t k = in >= out ? in / out : out / in;
+    double best = 0;
+    int widths[3], nw = 0;
+#ifdef BL_X86
+    if (mxp__kernels_for(MXP__ISA_AVX2)) widths[nw++] = 32;
+    if (mxp__kernels_for(MXP__ISA_AVX512)) widths[nw++] = 64;
+#endif
+    if (nw == 0) widths[nw++] = 8;
+    for (int w = 0; w < nw; w++) {
+        struct bl_sctx c = {bl_pick(k, widths[w]), dst, src, in, out, S};
+        const double ns = bu_time_median(bl_streams, &c);
         if (best == 0 || ns < best) best = ns;
     }
     return best;

@@ -11,7 +11,9 @@
  *    reference's bits (the child has no workers until it starts its own), and so does the
  *    parent afterwards;
  *  - the pool itself: every task index runs exactly once, for any task and helper count, and
- *    the number of workers stays bounded.
+ *    the number of workers stays bounded;
+ *  - interleaved streams (src/convert.c's mxp__cvt_run): how a large call is cut, with a
+ *    recording kernel, and the bits, with the split forced on small arrays.
  * The split is forced on small arrays by lowering mxp__convert_min_per_thread (internal.h).
  */
 #include <pthread.h>
@@ -243,6 +245,188 @@ static void test_pool_tasks(void **state)
     assert_true(mxp__pool_workers() <= 63);
 }
 
+/*
+ * Interleaved streams (src/convert.c's mxp__cvt_run, kernels.h's mxp__cvt_streams).
+ *
+ * The split itself, with a kernel that records its calls: for every stream count, size around
+ * the minimum and destination alignment, the calls cover [0, n) exactly once; each carries
+ * index0 = the offset of its first element (stochastic rounding's index); after the head every
+ * call starts on a 64-byte destination boundary, has args.stream set and is at most one step
+ * long; the S parts are taken in turn (call k of a round belongs to part k). A call below the
+ * streaming threshold, from a source other than float32, to a dtype as wide as the source, or
+ * with a misaligned destination is one call with the caller's arguments.
+ */
+enum { REC_MAX = 4096 };
+static struct rec {
+    size_t off, n;
+    mxp__cvt_args a;
+} rec[REC_MAX];
+static size_t nrec;
+static const unsigned char *rec_base;
+static size_t rec_size;
+static void rec_kernel(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    (void)src;
+    if (nrec < REC_MAX) rec[nrec] = (struct rec){(size_t)((unsigned char *)dst - rec_base) / rec_size, n, *a};
+    nrec++;
+}
+
+static void check_split(int S, size_t n, size_t dalign, mxp_dtype dt)
+{
+    const size_t ds = mxp_dtype_size(dt), step = MXP__CVT_STREAM_STEP;
+    unsigned char *buf = malloc(n * ds + 128);
+    assert_non_null(buf);
+    unsigned char *dst = (unsigned char *)(((uintptr_t)buf + 63) & ~(uintptr_t)63) + dalign;
+    unsigned char *cover = calloc(n, 1);
+    assert_non_null(cover);
+    rec_base = dst;
+    rec_size = ds;
+    nrec = 0;
+    const mxp__cvt_args a = {true, 99, 1000, false};
+    mxp__cvt_run(rec_kernel, dt, MXP_FLOAT32, dst, buf, n, &a);
+    assert_true(nrec > 0 && nrec <= REC_MAX);
+    const bool split = nrec > 1;
+    /* the head: at most one call, unstreamed, with the caller's arguments */
+    size_t first = 0;
+    if (split && (uintptr_t)dst % 64 != 0) {
+        assert_int_equal(rec[0].off, 0);
+        assert_int_equal(rec[0].n, (64 - (uintptr_t)dst % 64) / ds);
+        assert_false(rec[0].a.stream);
+        first = 1;
+    }
+    const size_t body = n - (first ? rec[0].n : 0), per = ((body + (size_t)S - 1) / (size_t)S + step - 1) / step * step;
+    for (size_t c = 0; c < nrec; c++) {
+        const struct rec *r = &rec[c];
+        assert_true(r->off + r->n <= n && r->n > 0);
+        for (size_t i = r->off; i < r->off + r->n; i++) {
+            if (cover[i]) fail_msg("S=%d n=%zu align=%zu: element %zu converted twice", S, n, dalign, i);
+            cover[i] = 1;
+        }
+        assert_int_equal(r->a.index0, 1000 + r->off);
+        assert_true(r->a.saturate);
+        assert_int_equal(r->a.seed, 99);
+        if (!split) {
+            assert_false(r->a.stream);
+            continue;
+        }
+        if (c < first) continue;
+        assert_true(r->a.stream);
+        assert_true(r->n <= step);
+        assert_int_equal((uintptr_t)(dst + r->off * ds) % 64, 0);
+        /* part (offset - head) / per, at j = (offset - head) % per in it: the parts are taken in
+         * turn, each round a step further into every part */
+        const size_t head = first ? rec[0].n : 0, part = (r->off - head) / per, j = (r->off - head) % per;
+        const size_t prev = c > first ? (rec[c - 1].off - head) / per : (size_t)S - 1;
+        const size_t pj = c > first ? (rec[c - 1].off - head) % per : j - step;
+        const bool next = c == first ? part == 0 && j == 0 : part == 0 ? j == pj + step : part == prev + 1 && j == pj;
+        if (!next) fail_msg("S=%d n=%zu: call %zu takes part %zu at %zu after part %zu at %zu", S, n, c, part, j, prev, pj);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!cover[i]) fail_msg("S=%d n=%zu align=%zu: element %zu never converted", S, n, dalign, i);
+    free(cover);
+    free(buf);
+}
+
+static void test_streams_split(void **state)
+{
+    (void)state;
+    const int saved_s = mxp__cvt_streams;
+    const size_t saved_t = mxp__nt_threshold;
+    mxp__nt_threshold = 1;
+    static const int counts[] = {2, 3, 4, 7, 16};
+    static const mxp_dtype dts[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+        const int S = counts[ci];
+        mxp__cvt_streams = S;
+        const size_t min = (size_t)S * 8 * MXP__CVT_STREAM_STEP;
+        const size_t sizes[] = {min - 1, min, min + 1, min + 63, 3 * min + 129, 20011};
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+            for (size_t di = 0; di < 4; di++)
+                for (size_t al = 0; al < 64; al += 2) {
+                    const mxp_dtype dt = dts[di];
+                    if (al % mxp_dtype_size(dt)) continue;
+                    if (sizes[si] * (size_t)S > 3 * 20011 && al > 8) continue; /* keep it short */
+                    check_split(S, sizes[si], al, dt);
+                    /* split exactly when the rules say so */
+                    if ((nrec > 1) != (sizes[si] >= min)) fail_msg("S=%d n=%zu: %zu calls", S, sizes[si], nrec);
+                }
+    }
+    /* one call: below the threshold, not from float32, widening, misaligned destination */
+    mxp__cvt_streams = 4;
+    unsigned char *buf = malloc(8 * 20000 + 64);
+    assert_non_null(buf);
+    const mxp__cvt_args a = {false, 1, 7, false};
+    rec_base = buf;
+    rec_size = 1;
+    mxp__nt_threshold = (size_t)1 << 40;
+    nrec = 0;
+    mxp__cvt_run(rec_kernel, MXP_FLOAT8_E4M3FN, MXP_FLOAT32, buf, buf, 20000, &a);
+    assert_int_equal(nrec, 1);
+    mxp__nt_threshold = 1;
+    nrec = 0;
+    mxp__cvt_run(rec_kernel, MXP_FLOAT8_E4M3FN, MXP_FLOAT64, buf, buf, 20000, &a);
+    assert_int_equal(nrec, 1);
+    rec_size = 8;
+    nrec = 0;
+    mxp__cvt_run(rec_kernel, MXP_FLOAT64, MXP_FLOAT32, buf, buf, 20000, &a);
+    assert_int_equal(nrec, 1);
+    rec_size = 2;
+    rec_base = buf + 1;
+    nrec = 0;
+    mxp__cvt_run(rec_kernel, MXP_FLOAT16, MXP_FLOAT32, buf + 1, buf, 20000, &a);
+    assert_int_equal(nrec, 1);
+    assert_int_equal(rec[0].n, 20000);
+    assert_int_equal(rec[0].a.index0, 7);
+    assert_false(rec[0].a.stream);
+    free(buf);
+    mxp__cvt_streams = saved_s;
+    mxp__nt_threshold = saved_t;
+}
+
+/* The bits: mxp_convert_ex with the split forced on small arrays (threshold lowered, 2 to 16
+ * streams, one and three threads) against the scalar reference in one piece, every float32 ->
+ * narrow pair, both rounding and overflow modes, destinations at every small misalignment. */
+static void test_streams_bits(void **state)
+{
+    (void)state;
+    const int saved_s = mxp__cvt_streams;
+    const size_t saved_t = mxp__nt_threshold, saved_m = mxp__convert_min_per_thread;
+    mxp__nt_threshold = 1;
+    mxp__convert_min_per_thread = 4096;
+    enum { N = 3 * 16 * 8 * 128 + 77 };
+    unsigned char *src = malloc(4 * N + 8), *got = malloc(2 * N + 19 + 64), *want = malloc(2 * N);
+    assert_non_null(src);
+    assert_non_null(got);
+    assert_non_null(want);
+    uint64_t rs = 0xC0FFEEull;
+    static const int counts[] = {2, 4, 5, 16};
+    static const mxp_dtype dts[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
+    int calls = 0;
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+        for (size_t di = 0; di < 4; di++)
+            for (int v = 0; v < 4; v++) {
+                mxp__cvt_streams = counts[ci];
+                const size_t n = N - (size_t)(v * 1000) - ci * 3, dof = (di + (size_t)v + ci) % 5,
+                             so = (size_t)v % 3;
+                fill_src(src + so, MXP_FLOAT32, n, &rs);
+                const mxp_convert_opts o = {v & 2 ? MXP_ROUND_STOCHASTIC : MXP_ROUND_NEAREST_EVEN, (v & 1) != 0,
+                                            tu_rand64(&rs), 1 + 2 * (int)(ci % 2)};
+                const size_t i = convert_vs_ref(dts[di], MXP_FLOAT32, &o, src + so, n, got + dof, want);
+                calls++;
+                if (i < n)
+                    fail_msg("f32 -> %s %s sat=%d n=%zu streams=%d threads=%d dst+%zu: element %zu differs",
+                             mxp_dtype_name(dts[di]), o.rounding ? "SR" : "RNE", (int)o.saturate, n, counts[ci],
+                             o.threads, dof, i);
+            }
+    print_message("%d calls with interleaved streams on %s\n", calls, mxp_isa());
+    mxp__cvt_streams = saved_s;
+    mxp__nt_threshold = saved_t;
+    mxp__convert_min_per_thread = saved_m;
+    free(src);
+    free(got);
+    free(want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +434,8 @@ int main(void)
         cmocka_unit_test(test_thread_counts),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_streams_split),
+        cmocka_unit_test(test_streams_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -347,7 +347,8 @@ static int pick_cpu;                     /* the first index of avx512_pick.avx51
 static void pick_call(int i, void *dst, const void *src, size_t n, const mxp__cvt_args *a)
 {
     const avx512_pick *p = &picks[i];
-    const bool large = n * (mxp_dtype_size(p->d) + mxp_dtype_size(p->s)) >= mxp__nt_threshold;
+    /* a->stream: a step of a large call (convert.c's interleaved streams, cvt_compose.c) */
+    const bool large = a->stream || n * (mxp_dtype_size(p->d) + mxp_dtype_size(p->s)) >= mxp__nt_threshold;
     pick_fns[i][p->avx512[pick_cpu][a->saturate][large]](dst, src, n, a);
 }
 #define PICK_FN(i)                                                                             \
@@ -453,6 +454,9 @@ static void init_tables(void)
      * Intel, AVX2-only ones included (cvt_avx2.c), and keep their own elsewhere */
     const x86_features xf = x86_detect();
     mxp__avx512_prefetch = xf.amd_1a ? MXP__PREFETCH_L1 : xf.intel ? MXP__PREFETCH_L2 : MXP__PREFETCH_OFF;
+    /* large float32 -> narrow calls as 4 interleaved streams on Intel, where it was measured
+     * (convert.c; session 34); AMD keeps one pass until it is measured there */
+    mxp__cvt_streams = xf.intel ? 4 : 1;
 #endif
     if (memcmp(own[MXP__ISA_AVX512].cvt, tables[MXP__ISA_AVX512].cvt, sizeof own[0].cvt) != 0)
         own[MXP__ISA_AVX512].name = "avx512-own"; /* tells the two apart in tests and benchmarks */

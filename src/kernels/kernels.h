@@ -140,6 +140,28 @@ extern size_t mxp__nt_threshold;
  * level). */
 enum { MXP__PREFETCH_OFF = 0, MXP__PREFETCH_L1 = 1, MXP__PREFETCH_L2 = 2 };
 extern int mxp__avx512_prefetch;
+
+/* Interleaved streams (src/convert.c's mxp__cvt_run): a call at or above mxp__nt_threshold
+ * bytes from float32 to a narrower dtype runs as this many sub-ranges, advanced
+ * MXP__CVT_STREAM_STEP elements at a time in turn, each step a kernel call with args.stream set
+ * (non-temporal stores whatever its n; one SFENCE at the end). 1: one pass, as before. Set once
+ * by the dispatcher from the CPU (Intel: 4, where one core's memory streams were measured faster
+ * that way; dispatch.c); a test or a benchmark may change it while no conversion runs. Only
+ * speed depends on it: every element gets the same bits (stochastic rounding is indexed by
+ * element, never by call). */
+#define MXP__CVT_STREAMS_MAX 16
+#define MXP__CVT_STREAM_STEP ((size_t)128)
+extern int mxp__cvt_streams;
+/* n elements from src (dtype st) to dst (dtype dt) with kernel fn and arguments a, as
+ * mxp_convert_ex runs one chunk that does not straddle a multiple of 2^32 in the index: one
+ * kernel call, or interleaved streams (above) when they apply. src/convert.c; bench_convert
+ * times its rows through it, so that they measure what a caller gets. */
+void mxp__cvt_run(mxp__cvt_fn fn, mxp_dtype dt, mxp_dtype st, void *dst, const void *src, size_t n,
+                  const mxp__cvt_args *a);
+/* Whether mxp__cvt_run runs such a call as interleaved streams: mxp__cvt_streams > 1, float32 ->
+ * a narrower dtype or float16 / bfloat16 -> float32, at least mxp__cvt_streams * 8 steps and
+ * mxp__nt_threshold bytes, and a destination aligned to its element size. */
+bool mxp__cvt_streams_apply(mxp_dtype dt, mxp_dtype st, const void *dst, size_t n);
 /* Intel's source prefetch (MXP__PREFETCH_L2) for the loads at p: PREFETCHT2 of the line
  * MXP__PF_FAR bytes ahead (into L2) and PREFETCHT0 of the one MXP__PF_NEAR bytes ahead (into L1;
  * in L2 by then). cvt_avx512.c's pf_line has the measurements; the AVX2 kernels share it. */
