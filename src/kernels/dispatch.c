@@ -454,8 +454,8 @@ static void init_tables(void)
      * Intel, AVX2-only ones included (cvt_avx2.c), and keep their own elsewhere */
     const x86_features xf = x86_detect();
     mxp__avx512_prefetch = xf.amd_1a ? MXP__PREFETCH_L1 : xf.intel ? MXP__PREFETCH_L2 : MXP__PREFETCH_OFF;
-    /* large float32 -> narrow and 16-bit -> float32 calls as 4 interleaved streams on Intel, where
-     * (convert.c; session 34); AMD keeps one pass until it is measured there */
+    /* large float32 -> narrow and 16-bit -> float32 calls as 4 interleaved streams on Intel, where it
+     * was measured (convert.c; session 34); AMD keeps one pass until it is measured there */
     mxp__cvt_streams = xf.intel ? 4 : 1;
 #endif
     if (memcmp(own[MXP__ISA_AVX512].cvt, tables[MXP__ISA_AVX512].cvt, sizeof own[0].cvt) != 0)
