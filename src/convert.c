@@ -50,9 +50,10 @@ typedef struct chunk {
  * threads gain as much. Steps of 256 elements gained less, 8 streams no more, steps of 1024 or
  * more nothing (the streams must alternate within the core's out-of-order window). Not applied
  * where it was measured to lose or not to gain: the float64 sources (20-40% slower: their
- * kernels pay a per-call setup), float8 -> float32 (a tie), float16 <-> bfloat16 and the
- * bfloat16 -> float8 kernels (slower: not all of them stream on args.stream). AMD CPUs keep one
- * pass until measured (dispatch.c).
+ * kernels pay a per-call setup), float8 -> float32 (a tie), float16 <-> bfloat16 (its kernel
+ * then ignored args.stream), float16 / bfloat16 -> float8 (mixed: bfloat16 -> e4m3fn 13% faster
+ * on the avx512 table, a tie on the avx2 one, its stochastic rounding up to 20% slower there).
+ * AMD CPUs keep one pass until measured (dispatch.c).
  *
  * The destination is first brought to a 64-byte boundary by one plain call, so that every step
  * starts aligned (a misaligned step would do its own scalar head); the parts are multiples of

@@ -356,20 +356,26 @@ static void test_streams_split(void **state)
     unsigned char *buf = malloc(8 * 20000 + 64);
     assert_non_null(buf);
     const mxp__cvt_args a = {false, 1, 7, false};
+    /* {dst, src, threshold 0 = lowered, split expected} */
+    static const struct {
+        mxp_dtype d, s;
+        bool high, split;
+    } cases[] = {
+        {MXP_FLOAT8_E4M3FN, MXP_FLOAT32, true, false}, /* below the threshold */
+        {MXP_FLOAT8_E4M3FN, MXP_FLOAT64, false, false}, {MXP_FLOAT64, MXP_FLOAT32, false, false},
+        {MXP_FLOAT32, MXP_FLOAT8_E4M3FN, false, false}, {MXP_BFLOAT16, MXP_FLOAT16, false, false},
+        {MXP_FLOAT8_E5M2, MXP_BFLOAT16, false, false},  {MXP_FLOAT32, MXP_FLOAT16, false, true},
+    };
     rec_base = buf;
-    rec_size = 1;
-    mxp__nt_threshold = (size_t)1 << 40;
-    nrec = 0;
-    mxp__cvt_run(rec_kernel, MXP_FLOAT8_E4M3FN, MXP_FLOAT32, buf, buf, 20000, &a);
-    assert_int_equal(nrec, 1);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mxp__nt_threshold = cases[c].high ? (size_t)1 << 40 : 1;
+        rec_size = mxp_dtype_size(cases[c].d);
+        nrec = 0;
+        mxp__cvt_run(rec_kernel, cases[c].d, cases[c].s, buf, buf, 20000, &a);
+        if ((nrec > 1) != cases[c].split)
+            fail_msg("%s -> %s: %zu calls", mxp_dtype_name(cases[c].s), mxp_dtype_name(cases[c].d), nrec);
+    }
     mxp__nt_threshold = 1;
-    nrec = 0;
-    mxp__cvt_run(rec_kernel, MXP_FLOAT8_E4M3FN, MXP_FLOAT64, buf, buf, 20000, &a);
-    assert_int_equal(nrec, 1);
-    rec_size = 8;
-    nrec = 0;
-    mxp__cvt_run(rec_kernel, MXP_FLOAT64, MXP_FLOAT32, buf, buf, 20000, &a);
-    assert_int_equal(nrec, 1);
     rec_size = 2;
     rec_base = buf + 1;
     nrec = 0;
@@ -384,8 +390,9 @@ static void test_streams_split(void **state)
 }
 
 /* The bits: mxp_convert_ex with the split forced on small arrays (threshold lowered, 2 to 16
- * streams, one and three threads) against the scalar reference in one piece, every float32 ->
- * narrow pair, both rounding and overflow modes, destinations at every small misalignment. */
+ * streams, one and three threads) against the scalar reference in one piece, every pair the
+ * split applies to (float32 -> narrow, float16 / bfloat16 -> float32), both
+ * rounding and overflow modes, destinations at every small misalignment. */
 static void test_streams_bits(void **state)
 {
     (void)state;
@@ -394,29 +401,34 @@ static void test_streams_bits(void **state)
     mxp__nt_threshold = 1;
     mxp__convert_min_per_thread = 4096;
     enum { N = 3 * 16 * 8 * 128 + 77 };
-    unsigned char *src = malloc(4 * N + 8), *got = malloc(2 * N + 19 + 64), *want = malloc(2 * N);
+    unsigned char *src = malloc(4 * N + 8), *got = malloc(4 * N + 19 + 64), *want = malloc(4 * N);
     assert_non_null(src);
     assert_non_null(got);
     assert_non_null(want);
     uint64_t rs = 0xC0FFEEull;
     static const int counts[] = {2, 4, 5, 16};
-    static const mxp_dtype dts[] = {MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
+    static const mxp_dtype pairs[][2] = {
+        {MXP_FLOAT16, MXP_FLOAT32}, {MXP_BFLOAT16, MXP_FLOAT32}, {MXP_FLOAT8_E4M3FN, MXP_FLOAT32},
+        {MXP_FLOAT8_E5M2, MXP_FLOAT32}, {MXP_FLOAT32, MXP_FLOAT16}, {MXP_FLOAT32, MXP_BFLOAT16}};
+    enum { NP = sizeof pairs / sizeof pairs[0] };
     int calls = 0;
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
-        for (size_t di = 0; di < 4; di++)
+        for (size_t di = 0; di < NP; di++)
             for (int v = 0; v < 4; v++) {
                 mxp__cvt_streams = counts[ci];
                 const size_t n = N - (size_t)(v * 1000) - ci * 3, dof = (di + (size_t)v + ci) % 5,
                              so = (size_t)v % 3;
-                fill_src(src + so, MXP_FLOAT32, n, &rs);
+                const mxp_dtype dt = pairs[di][0], st = pairs[di][1];
+                assert_true(mxp__cvt_streams_apply(dt, st, got, n)); /* n and the rule */
+                fill_src(src + so, st, n, &rs);
                 const mxp_convert_opts o = {v & 2 ? MXP_ROUND_STOCHASTIC : MXP_ROUND_NEAREST_EVEN, (v & 1) != 0,
                                             tu_rand64(&rs), 1 + 2 * (int)(ci % 2)};
-                const size_t i = convert_vs_ref(dts[di], MXP_FLOAT32, &o, src + so, n, got + dof, want);
+                const size_t i = convert_vs_ref(dt, st, &o, src + so, n, got + dof, want);
                 calls++;
                 if (i < n)
-                    fail_msg("f32 -> %s %s sat=%d n=%zu streams=%d threads=%d dst+%zu: element %zu differs",
-                             mxp_dtype_name(dts[di]), o.rounding ? "SR" : "RNE", (int)o.saturate, n, counts[ci],
-                             o.threads, dof, i);
+                    fail_msg("%s -> %s %s sat=%d n=%zu streams=%d threads=%d dst+%zu: element %zu differs",
+                             mxp_dtype_name(st), mxp_dtype_name(dt), o.rounding ? "SR" : "RNE", (int)o.saturate, n,
+                             counts[ci], o.threads, dof, i);
             }
     print_message("%d calls with interleaved streams on %s\n", calls, mxp_isa());
     mxp__cvt_streams = saved_s;

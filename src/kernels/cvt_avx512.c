@@ -1140,12 +1140,12 @@ static SIMD_INLINE void bf16_f8_loop(void *dst, const void *src, size_t n, const
     unsigned char *d = (unsigned char *)dst;
     const unsigned char *s = (const unsigned char *)src;
     size_t i = 0;
-    if (n >= 64 && n * 3 >= MXP_SIMD_NT_THRESHOLD) {
+    if (n >= 64 && (n * 3 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
         /* streaming: n8w_store's two 32-byte stores need a 32-byte aligned destination */
         i = (32 - (uintptr_t)d % 32) % 32;
         scalar_tail(t.dt, MXP_BFLOAT16, MXP__RNE, d, s, i, a, a->index0);
         i = bf16_f8_run(d, s, i, n, t, a, f32k, 1);
-        _mm_sfence();
+        if (!a->stream) _mm_sfence(); /* a->stream: the caller fences */
     } else {
         i = bf16_f8_run(d, s, i, n, t, a, f32k, 0);
     }

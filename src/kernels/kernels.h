@@ -142,9 +142,9 @@ enum { MXP__PREFETCH_OFF = 0, MXP__PREFETCH_L1 = 1, MXP__PREFETCH_L2 = 2 };
 extern int mxp__avx512_prefetch;
 
 /* Interleaved streams (src/convert.c's mxp__cvt_run): a call at or above mxp__nt_threshold
- * bytes from float32 to a narrower dtype runs as this many sub-ranges, advanced
- * MXP__CVT_STREAM_STEP elements at a time in turn, each step a kernel call with args.stream set
- * (non-temporal stores whatever its n; one SFENCE at the end). 1: one pass, as before. Set once
+ * bytes that narrows a float32 source or widens a float16 / bfloat16 one to float32 runs as this many sub-ranges, advanced MXP__CVT_STREAM_STEP elements at a time in turn, each
+ * step a kernel call with args.stream set (non-temporal stores whatever its n; one SFENCE at the
+ * end). 1: one pass, as before. Set once
  * by the dispatcher from the CPU (Intel: 4, where one core's memory streams were measured faster
  * that way; dispatch.c); a test or a benchmark may change it while no conversion runs. Only
  * speed depends on it: every element gets the same bits (stochastic rounding is indexed by
@@ -159,8 +159,9 @@ extern int mxp__cvt_streams;
 void mxp__cvt_run(mxp__cvt_fn fn, mxp_dtype dt, mxp_dtype st, void *dst, const void *src, size_t n,
                   const mxp__cvt_args *a);
 /* Whether mxp__cvt_run runs such a call as interleaved streams: mxp__cvt_streams > 1, float32 ->
- * a narrower dtype or float16 / bfloat16 -> float32, at least mxp__cvt_streams * 8 steps and
- * mxp__nt_threshold bytes, and a destination aligned to its element size. */
+ * a narrower dtype or float16 / bfloat16 -> float32, at least
+ * mxp__cvt_streams * 8 steps and mxp__nt_threshold bytes, and a destination aligned to its
+ * element size. */
 bool mxp__cvt_streams_apply(mxp_dtype dt, mxp_dtype st, const void *dst, size_t n);
 /* Intel's source prefetch (MXP__PREFETCH_L2) for the loads at p: PREFETCHT2 of the line
  * MXP__PF_FAR bytes ahead (into L2) and PREFETCHT0 of the one MXP__PF_NEAR bytes ahead (into L1;
