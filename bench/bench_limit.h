@@ -138,6 +138,19 @@ static bl_pass_fn bl_pick(size_t k, int width)
     return bl_pass_words;
 }
 
+/* The vector widths (bytes) the limit loops run with on this CPU: 32 (AVX2) and 64 (AVX-512)
+ * where the library has those paths, else 8 (portable words); returns how many. */
+static inline int bl_widths(int w[2])
+{
+    int nw = 0;
+#ifdef BL_X86
+    if (mxp__kernels_for(MXP__ISA_AVX2)) w[nw++] = 32;
+    if (mxp__kernels_for(MXP__ISA_AVX512)) w[nw++] = 64;
+#endif
+    if (nw == 0) w[nw++] = 8;
+    return nw;
+}
+
 /* The pass as S interleaved streams, the way src/convert.c's mxp__cvt_run runs a large
  * conversion (kernels.h, mxp__cvt_streams): the bytes cut into S parts, and pieces of each taken in
  * turn, a piece being 512 bytes on the wider side (a step of MXP__CVT_STREAM_STEP = 128 float32);
@@ -177,12 +190,8 @@ static inline double bl_limit_ns_on(void *dst, const void *src, size_t in, size_
     const size_t k = in >= out ? in / out : out / in;
     const int nt = in + out >= mxp__nt_threshold;
     double best = 0;
-    int widths[3], nw = 0;
-#ifdef BL_X86
-    if (mxp__kernels_for(MXP__ISA_AVX2)) widths[nw++] = 32;
-    if (mxp__kernels_for(MXP__ISA_AVX512)) widths[nw++] = 64;
-#endif
-    if (nw == 0) widths[nw++] = 8;
+    int widths[2];
+    const int nw = bl_widths(widths);
     for (int w = 0; w < nw; w++) {
         struct bl_ctx c = {bl_pick(k, widths[w]), dst, src, in, out, nt};
         const double ns = bu_time_median(bl_run, &c);
@@ -197,12 +206,8 @@ static inline double bl_limit_streams_ns_on(void *dst, const void *src, size_t i
 {
     const size_t k = in >= out ? in / out : out / in;
     double best = 0;
-    int widths[3], nw = 0;
-#ifdef BL_X86
-    if (mxp__kernels_for(MXP__ISA_AVX2)) widths[nw++] = 32;
-    if (mxp__kernels_for(MXP__ISA_AVX512)) widths[nw++] = 64;
-#endif
-    if (nw == 0) widths[nw++] = 8;
+    int widths[2];
+    const int nw = bl_widths(widths);
     for (int w = 0; w < nw; w++) {
         struct bl_sctx c = {bl_pick(k, widths[w]), dst, src, in, out, S};
         const double ns = bu_time_median(bl_streams, &c);

@@ -514,6 +514,27 @@ static bool token_is(const char *p, size_t len, const char *word)
     return true;
 }
 
+/* The rest of a number from p[i] on: nothing, or the exponent letter (`letter` or its upper
+ * case), an optional sign and at least one digit, up to p[len]; *exp its value (0 when there is
+ * none), saturated at +-100000 (beyond 10^100000 or 2^100000 any float32 has overflowed or
+ * underflowed long before, whatever the digits). False on anything else. */
+static bool parse_exponent(const char *p, size_t len, size_t i, char letter, long *exp)
+{
+    *exp = 0;
+    if (i == len) return true;
+    if (p[i] != letter && p[i] != letter - 'a' + 'A') return false;
+    i++;
+    bool eneg = false;
+    if (i < len && (p[i] == '-' || p[i] == '+')) eneg = p[i++] == '-';
+    if (i >= len) return false;
+    for (; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9') return false;
+        if (*exp < 100000) *exp = *exp * 10 + (p[i] - '0');
+    }
+    if (eneg) *exp = -*exp;
+    return true;
+}
+
 /* Parse [-+]0x<hex>[.<hex>][p[+-]<dec>] exactly into a float. */
 static bool parse_hex_float(const char *p, size_t len, float *out)
 {
@@ -544,18 +565,7 @@ static bool parse_hex_float(const char *p, size_t len, float *out)
     }
     if (ndigits == 0) return false;
     long exp = 0;
-    if (i < len && (p[i] == 'p' || p[i] == 'P')) {
-        i++;
-        bool eneg = false;
-        if (i < len && (p[i] == '-' || p[i] == '+')) eneg = p[i++] == '-';
-        if (i >= len) return false;
-        for (; i < len; i++) {
-            if (p[i] < '0' || p[i] > '9') return false;
-            if (exp < 100000) exp = exp * 10 + (p[i] - '0');
-        }
-        if (eneg) exp = -exp;
-    }
-    if (i != len) return false;
+    if (!parse_exponent(p, len, i, 'p', &exp)) return false;
     float f;
     if (m == 0) {
         f = 0.0f;
@@ -610,19 +620,7 @@ static bool parse_float(const char *p, size_t len, float *out)
         for (i++; i < len && p[i] >= '0' && p[i] <= '9'; i++, digits++, frac++) tmp[k++] = p[i];
     if (digits == 0) return false;
     long exp = 0;
-    if (i < len && (p[i] == 'e' || p[i] == 'E')) {
-        i++;
-        bool eneg = false;
-        if (i < len && (p[i] == '-' || p[i] == '+')) eneg = p[i++] == '-';
-        if (i >= len) return false;
-        for (; i < len; i++) {
-            if (p[i] < '0' || p[i] > '9') return false;
-            /* beyond 10^100000 any float32 overflows or underflows, at most 63 digits or not */
-            if (exp < 100000) exp = exp * 10 + (p[i] - '0');
-        }
-        if (eneg) exp = -exp;
-    }
-    if (i != len) return false;
+    if (!parse_exponent(p, len, i, 'e', &exp)) return false;
     snprintf(tmp + k, sizeof tmp - k, "e%ld", exp - (long)frac);
     char *end = NULL;
     const float f = strtof(tmp, &end);
