@@ -356,7 +356,7 @@ static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, bool l
     /* and the limit loop run as the library runs this row: interleaved streams where it
      * interleaves (src/convert.c), else the same one pass */
     const bool inter = lib && mxp__cvt_streams_apply((mxp_dtype)c->dst, (mxp_dtype)c->src, dst, n);
-    const double lims = inter ? bl_limit_streams_ns_on(dst, src, n * ib, n * ob, mxp__cvt_streams) : lim;
+    const double lims = inter ? bl_limit_ns_on_streams(dst, src, n * ib, n * ob, mxp__cvt_streams) : lim;
     const double gbps = bu_gbps(n * (ib + ob), ns);
     const double ratio = ns > 0 ? base / ns : 0, lratio = ns > 0 ? lim / ns : 0, sratio = ns > 0 ? lims / ns : 0;
     if (csv) {

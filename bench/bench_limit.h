@@ -118,11 +118,14 @@ struct bl_ctx {
     const void *src;
     size_t in, out;
     int nt;
+    int S; /* > 1: as S interleaved streams (bl_streams, below; streaming stores) */
 };
+static inline void bl_streams(const struct bl_ctx *c);
 static inline void bl_run(void *p)
 {
     struct bl_ctx *c = p;
-    c->fn(c->dst, c->src, c->in, c->out, c->nt);
+    if (c->S > 1) bl_streams(c);
+    else c->fn(c->dst, c->src, c->in, c->out, c->nt);
     __asm__ __volatile__("" ::: "memory");
 }
 
@@ -155,16 +158,8 @@ static inline int bl_widths(int w[2])
  * conversion (kernels.h, mxp__cvt_streams): the bytes cut into S parts, and pieces of each taken in
  * turn, a piece being 512 bytes on the wider side (a step of MXP__CVT_STREAM_STEP = 128 float32);
  * one SFENCE at the end. */
-struct bl_sctx {
-    bl_pass_fn fn;
-    unsigned char *dst;
-    const unsigned char *src;
-    size_t in, out;
-    int S;
-};
-static inline void bl_streams(void *p)
+static inline void bl_streams(const struct bl_ctx *c)
 {
-    const struct bl_sctx *c = p;
     const size_t big = c->in >= c->out ? c->in : c->out, k = c->in >= c->out ? c->in / c->out : c->out / c->in;
     const size_t pin = c->in >= c->out ? 512 : 512 / k, pout = c->in >= c->out ? 512 / k : 512;
     const size_t npieces = big / 512, S = (size_t)c->S, per = (npieces + S - 1) / S;
@@ -172,20 +167,21 @@ static inline void bl_streams(void *p)
         for (size_t t = 0; t < S; t++) {
             const size_t q = t * per + j;
             if (q >= npieces) break;
-            c->fn(c->dst + q * pout, c->src + q * pin, pin, pout, 2);
+            c->fn((unsigned char *)c->dst + q * pout, (const unsigned char *)c->src + q * pin, pin, pout, 2);
         }
 #ifdef BL_X86
     _mm_sfence();
 #endif
-    __asm__ __volatile__("" ::: "memory");
 }
 
 /* Median ns of the limit loop for a pass reading `in` bytes at src and writing `out` bytes at
  * dst (dst 64-byte aligned; src any address: the loads are unaligned ones, as the conversion
  * kernels' are; in / out a power of two from 1/8 to 8; both multiples of 8 * 64 bytes here).
  * Streaming iff in + out >= mxp__nt_threshold, as the conversion kernels decide. Run on the
- * conversion's own buffers, the limit sees the same pages, alignment and cache state. */
-static inline double bl_limit_ns_on(void *dst, const void *src, size_t in, size_t out)
+ * conversion's own buffers, the limit sees the same pages, alignment and cache state.
+ * _streams: as S > 1 interleaved streams (bl_streams: streaming stores whatever the size, for
+ * passes out of cache; in and out multiples of 512 bytes); S = 1 is bl_limit_ns_on. */
+static inline double bl_limit_ns_on_streams(void *dst, const void *src, size_t in, size_t out, int S)
 {
     const size_t k = in >= out ? in / out : out / in;
     const int nt = in + out >= mxp__nt_threshold;
@@ -193,27 +189,15 @@ static inline double bl_limit_ns_on(void *dst, const void *src, size_t in, size_
     int widths[2];
     const int nw = bl_widths(widths);
     for (int w = 0; w < nw; w++) {
-        struct bl_ctx c = {bl_pick(k, widths[w]), dst, src, in, out, nt};
+        struct bl_ctx c = {bl_pick(k, widths[w]), dst, src, in, out, nt, S};
         const double ns = bu_time_median(bl_run, &c);
         if (best == 0 || ns < best) best = ns;
     }
     return best;
 }
-
-/* bl_limit_ns_on as S interleaved streams (bl_streams; streaming stores, so for passes out of
- * cache; in and out multiples of 512 bytes). */
-static inline double bl_limit_streams_ns_on(void *dst, const void *src, size_t in, size_t out, int S)
+static inline double bl_limit_ns_on(void *dst, const void *src, size_t in, size_t out)
 {
-    const size_t k = in >= out ? in / out : out / in;
-    double best = 0;
-    int widths[2];
-    const int nw = bl_widths(widths);
-    for (int w = 0; w < nw; w++) {
-        struct bl_sctx c = {bl_pick(k, widths[w]), dst, src, in, out, S};
-        const double ns = bu_time_median(bl_streams, &c);
-        if (best == 0 || ns < best) best = ns;
-    }
-    return best;
+    return bl_limit_ns_on_streams(dst, src, in, out, 1);
 }
 
 /* The same on freshly allocated, 64-byte aligned buffers. 0 on allocation failure. */
