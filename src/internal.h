@@ -85,5 +85,9 @@ extern _Thread_local unsigned long long mxp__policy_map_probes;
  * returns false for anything else. */
 void mxp__format_hex_float(float f, char out[32]);
 bool mxp__parse_float(const char *p, size_t len, float *out);
+/* The shortest decimal that mxp__parse_float reads back as f (0.1, -1e-40, 16777216, inf, nan), with
+ * '.' in any locale and read from f's bits (the caller's denormals-are-zero cannot print a
+ * subnormal as 0): floats quoted in error messages. */
+void mxp__format_float(float f, char out[32]);
 
 #endif /* MIXPREC_INTERNAL_H */

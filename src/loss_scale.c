@@ -84,16 +84,32 @@ static const char *invalid_reason(const mxp_loss_scale *s)
     return why;
 }
 
+/* a loss scale's four floats as message text (mxp__format_float: exact, any locale and DAZ) */
+typedef struct float_texts {
+    char scale[32], factor[32], min[32], max[32];
+} float_texts;
+static float_texts texts4(float scale, float factor, float min_scale, float max_scale)
+{
+    float_texts t;
+    mxp__format_float(scale, t.scale);
+    mxp__format_float(factor, t.factor);
+    mxp__format_float(min_scale, t.min);
+    mxp__format_float(max_scale, t.max);
+    return t;
+}
+static float_texts texts_of(const mxp_loss_scale *s) { return texts4(s->scale, s->factor, s->min_scale, s->max_scale); }
+
 mxp_status mxp_loss_scale_validate(const mxp_loss_scale *s)
 {
     if (!s) return mxp__fail(MXP_EINVAL, "loss scale must be non-NULL");
     const char *why = invalid_reason(s);
-    if (why)
+    if (why) {
+        float_texts t = texts_of(s);
         return mxp__fail(MXP_EINVAL,
-                         "invalid loss scale (kind=%d scale=%g counter=%ld period=%ld factor=%g "
-                         "min_scale=%g max_scale=%g): %s",
-                         (int)s->kind, (double)s->scale, (long)s->counter, (long)s->period,
-                         (double)s->factor, (double)s->min_scale, (double)s->max_scale, why);
+                         "invalid loss scale (kind=%d scale=%s counter=%ld period=%ld factor=%s "
+                         "min_scale=%s max_scale=%s): %s",
+                         (int)s->kind, t.scale, (long)s->counter, (long)s->period, t.factor, t.min, t.max, why);
+    }
     return MXP_OK;
 }
 
@@ -102,9 +118,11 @@ bool mxp_loss_scale_is_valid(mxp_loss_scale s) { return invalid_reason(&s) == NU
 mxp_status mxp_loss_scale_static_ex(float scale, mxp_loss_scale *out)
 {
     if (!out) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_static_ex: out must be non-NULL");
-    if (!mxp__positive_finite(scale))
-        return mxp__fail(MXP_EINVAL,
-                         "mxp_loss_scale_static_ex: scale %g must be finite and > 0", (double)scale);
+    if (!mxp__positive_finite(scale)) {
+        char t[32];
+        mxp__format_float(scale, t);
+        return mxp__fail(MXP_EINVAL, "mxp_loss_scale_static_ex: scale %s must be finite and > 0", t);
+    }
     *out = mxp_loss_scale_static(scale);
     return MXP_OK;
 }
@@ -115,23 +133,26 @@ static mxp_status dynamic_ex_ieee(float initial_scale, int32_t period, float fac
     static const char fn[] = "mxp_loss_scale_dynamic_ex";
     if (!out) return mxp__fail(MXP_EINVAL, "%s: out must be non-NULL", fn);
     /* each argument on its own first, so the message names the one that is wrong */
-    if (!(isfinite(initial_scale) && initial_scale > 0.0f))
-        return mxp__fail(MXP_EINVAL, "%s: initial_scale %g must be finite and > 0", fn,
-                         (double)initial_scale);
-    if (period < 1)
-        return mxp__fail(MXP_EINVAL, "%s: period %ld must be >= 1 (finite steps before growing)",
-                         fn, (long)period);
-    if (!(isfinite(factor) && factor > 1.0f))
-        return mxp__fail(MXP_EINVAL,
-                         "%s: factor %g must be finite and > 1 (the scale is multiplied by it to "
-                         "grow and divided by it to shrink)",
-                         fn, (double)factor);
-    if (!(min_scale >= 0.0f && min_scale <= initial_scale))
-        return mxp__fail(MXP_EINVAL, "%s: min_scale %g must be in [0, initial_scale = %g]", fn,
-                         (double)min_scale, (double)initial_scale);
-    if (!(max_scale >= initial_scale))
-        return mxp__fail(MXP_EINVAL, "%s: max_scale %g must be >= initial_scale = %g (+inf: no cap)",
-                         fn, (double)max_scale, (double)initial_scale);
+    const bool bad_initial = !(isfinite(initial_scale) && initial_scale > 0.0f);
+    const bool bad_factor = !(isfinite(factor) && factor > 1.0f);
+    const bool bad_min = !(min_scale >= 0.0f && min_scale <= initial_scale);
+    const bool bad_max = !(max_scale >= initial_scale);
+    if (bad_initial || period < 1 || bad_factor || bad_min || bad_max) {
+        const float_texts t = texts4(initial_scale, factor, min_scale, max_scale);
+        if (bad_initial) return mxp__fail(MXP_EINVAL, "%s: initial_scale %s must be finite and > 0", fn, t.scale);
+        if (period < 1)
+            return mxp__fail(MXP_EINVAL, "%s: period %ld must be >= 1 (finite steps before growing)", fn,
+                             (long)period);
+        if (bad_factor)
+            return mxp__fail(MXP_EINVAL,
+                             "%s: factor %s must be finite and > 1 (the scale is multiplied by it to "
+                             "grow and divided by it to shrink)",
+                             fn, t.factor);
+        if (bad_min)
+            return mxp__fail(MXP_EINVAL, "%s: min_scale %s must be in [0, initial_scale = %s]", fn, t.min, t.scale);
+        return mxp__fail(MXP_EINVAL, "%s: max_scale %s must be >= initial_scale = %s (+inf: no cap)", fn, t.max,
+                         t.scale);
+    }
     mxp_loss_scale s = make(MXP_LOSS_SCALE_DYNAMIC, initial_scale, min_scale);
     s.period = period;
     s.factor = factor;
@@ -252,8 +273,9 @@ static mxp_status check_buffer(const char *fn, const char *what, const void *x, 
 static mxp_status check_scale(const char *fn, float scale)
 {
     if (mxp__positive_finite(scale)) return MXP_OK;
-    return mxp__fail(MXP_EINVAL, "%s: scale %g is not a loss scale (expected finite and > 0)", fn,
-                     (double)scale);
+    char t[32];
+    mxp__format_float(scale, t);
+    return mxp__fail(MXP_EINVAL, "%s: scale %s is not a loss scale (expected finite and > 0)", fn, t);
 }
 
 mxp_status mxp_all_finite_s(const void *x, mxp_dtype dtype, size_t n, bool *finite)
@@ -406,13 +428,14 @@ mxp_status mxp_loss_scale_adjust_reduce(mxp_loss_scale *s, bool local_finite,
                              rc);
     }
     const char *why = invalid_reason(s);
-    if (why)
+    if (why) {
+        float_texts t = texts_of(s);
         return mxp__fail(MXP_EINVAL,
-                         "mxp_loss_scale_adjust_reduce: invalid loss scale (kind=%d scale=%g "
-                         "counter=%ld period=%ld factor=%g min_scale=%g max_scale=%g): %s; it "
+                         "mxp_loss_scale_adjust_reduce: invalid loss scale (kind=%d scale=%s "
+                         "counter=%ld period=%ld factor=%s min_scale=%s max_scale=%s): %s; it "
                          "would never change",
-                         (int)s->kind, (double)s->scale, (long)s->counter, (long)s->period,
-                         (double)s->factor, (double)s->min_scale, (double)s->max_scale, why);
+                         (int)s->kind, t.scale, (long)s->counter, (long)s->period, t.factor, t.min, t.max, why);
+    }
     *s = mxp_loss_scale_adjust(*s, flag != 0);
     if (grads_finite) *grads_finite = flag != 0;
     return MXP_OK;
@@ -650,6 +673,40 @@ static bool parse_int32(const char *p, size_t len, int32_t *out)
 /* The two helpers above, for the other save/restore functions (internal.h). */
 void mxp__format_hex_float(float f, char out[32]) { format_hex_float(f, out); }
 bool mxp__parse_float(const char *p, size_t len, float *out) { return parse_float(p, len, out); }
+
+/*
+ * The shortest decimal that parse_float reads back as f, for error messages (internal.h). The
+ * value goes to printf as a double built from f's bits by ldexp on an integer: every double
+ * involved is normal, so the caller's denormals-are-zero cannot turn a subnormal f into 0 (as
+ * (double)f would). printf writes the locale's decimal point: whatever bytes it wrote there
+ * become one '.'.
+ */
+void mxp__format_float(float f, char out[32])
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const char *sign = (u >> 31) ? "-" : "";
+    const uint32_t e = (u >> 23) & 0xFF, m = u & 0x7FFFFF;
+    if (e == 0xFF || (e == 0 && m == 0)) {
+        snprintf(out, 32, "%s%s", sign, e == 0xFF ? (m ? "nan" : "inf") : "0");
+        return;
+    }
+    const double mag = e ? ldexp((double)(m | 0x800000u), (int)e - 150) : ldexp((double)m, -149);
+    for (int digits = 1; digits <= 9; digits++) { /* 9 significant digits always read back */
+        char raw[48];
+        snprintf(raw, sizeof raw, "%s%.*g", sign, digits, mag);
+        size_t n = 0;
+        for (const char *c = raw; *c && n < 31; c++) {
+            const bool ours = (*c >= '0' && *c <= '9') || *c == '-' || *c == '+' || *c == 'e';
+            if (ours) out[n++] = *c;
+            else if (n == 0 || out[n - 1] != '.') out[n++] = '.';
+        }
+        out[n] = '\0';
+        float back;
+        uint32_t b;
+        if (parse_float(out, n, &back) && (memcpy(&b, &back, sizeof b), b == u)) return;
+    }
+}
 
 enum { F_KIND, F_SCALE, F_COUNTER, F_PERIOD, F_FACTOR, F_MIN, F_MAX, F_COUNT };
 static const char *const field_names[F_COUNT] = {"kind",   "scale",     "counter",  "period",

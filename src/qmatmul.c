@@ -33,10 +33,11 @@
 static mxp_status check_scales(const float *s, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
-        if (!mxp__positive_finite(s[i])) /* a subnormal too, whatever the caller's DAZ */
-            return mxp__fail(MXP_EINVAL,
-                             "mxp_matmul_int8: %s[%zu] = %g is not a finite scale > 0", name, i,
-                             (double)s[i]);
+        if (!mxp__positive_finite(s[i])) { /* a subnormal too, whatever the caller's DAZ */
+            char t[32];
+            mxp__format_float(s[i], t);
+            return mxp__fail(MXP_EINVAL, "mxp_matmul_int8: %s[%zu] = %s is not a finite scale > 0", name, i, t);
+        }
     return MXP_OK;
 }
 

@@ -479,12 +479,21 @@ static bool negative(float f)
     return (u >> 31) && (u & 0x7FFFFFFFu) != 0 && (u & 0x7FFFFFFFu) <= NONFINITE;
 }
 
+static mxp_status negative_amax(const char *fn, float amax)
+{
+    char t[32];
+    mxp__format_float(amax, t);
+    return mxp__fail(MXP_EINVAL, "%s: amax %s is negative", fn, t);
+}
+
 static mxp_status check_scales(const char *fn, const float *scales, size_t ns)
 {
     for (size_t i = 0; i < ns; i++)
-        if (!mxp__positive_finite(scales[i]))
-            return mxp__fail(MXP_EINVAL, "%s: scales[%zu] = %g is not finite and > 0", fn, i,
-                             (double)scales[i]);
+        if (!mxp__positive_finite(scales[i])) {
+            char t[32];
+            mxp__format_float(scales[i], t);
+            return mxp__fail(MXP_EINVAL, "%s: scales[%zu] = %s is not finite and > 0", fn, i, t);
+        }
     return MXP_OK;
 }
 
@@ -873,7 +882,7 @@ mxp_status mxp_fp8_quantize_delayed(void *q, const void *x, mxp_dtype xt, size_t
 mxp_status mxp_fp8_scaler_set_amax(mxp_fp8_scaler *s, float amax)
 {
     if (!s) return mxp__fail(MXP_EINVAL, "mxp_fp8_scaler_set_amax: scaler is NULL");
-    if (negative(amax)) return mxp__fail(MXP_EINVAL, "mxp_fp8_scaler_set_amax: amax %g is negative", (double)amax);
+    if (negative(amax)) return negative_amax("mxp_fp8_scaler_set_amax", amax);
     uint32_t a = bits_of(amax) & 0x7FFFFFFFu; /* -0 -> 0 (NaN of either sign -> canonical) */
     if (a > NONFINITE) a = 0x7FC00000u;
     s->amax = f32_of(a);
@@ -1029,8 +1038,9 @@ static mxp_status parse_history(const char *v, size_t vlen, float *h, size_t len
                                          "(expected an exact float32 such as 0x1.8p+3)",
                              k, (int)(e - i < 40 ? e - i : 40), v + i);
         if (!(f >= 0.0f && f <= FLT_MAX) || (bits_of(f) >> 31))
-            return mxp__fail(MXP_EINVAL, "mxp_fp8_scaler_restore: history entry %zu is %g (entries "
-                                         "are finite and >= 0)", k, (double)f);
+            return mxp__fail(MXP_EINVAL, "mxp_fp8_scaler_restore: history entry %zu is '%.*s' (entries "
+                                         "are finite and >= 0)",
+                             k, (int)(e - i < 40 ? e - i : 40), v + i);
         h[k] = f;
         i = e + 1;
     }
@@ -1123,10 +1133,13 @@ mxp_status mxp_fp8_scaler_restore(const char *text, mxp_fp8_scaler **out)
     float want_inv = 1.0f / scale;
     MXP__PIN_F(want_inv);
     mxp__qfenv_leave(env);
-    if (bits_of(inv) != bits_of(want_inv))
-        return mxp__fail(MXP_EINVAL, "%s: scale_inv %a is not 1 / scale = %a", fn, (double)inv,
-                         (double)want_inv);
-    if (negative(amax)) return mxp__fail(MXP_EINVAL, "%s: amax %g is negative", fn, (double)amax);
+    if (bits_of(inv) != bits_of(want_inv)) {
+        char got[32], want[32];
+        mxp__format_hex_float(inv, got);
+        mxp__format_hex_float(want_inv, want);
+        return mxp__fail(MXP_EINVAL, "%s: scale_inv %s is not 1 / scale = %s", fn, got, want);
+    }
+    if (negative(amax)) return negative_amax(fn, amax);
     /* Count the history's entries before allocating: the allocation never exceeds what the
      * text itself holds (a short text cannot claim a history of 2^32 entries). */
     size_t entries = 1;

@@ -1027,6 +1027,79 @@ static void test_tree_unscale_subnormal_under_daz(void **state)
 #endif
 }
 
+/* The reference for mxp__format_float: the fewest significant digits (1..9) for which printf's
+ * %g of (double)f, in the "C" locale and the default FP mode, reads back as f through strtof. */
+static void shortest_decimal_ref(float f, char out[32])
+{
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(out, 32, "%.*g", digits, (double)f);
+        if (tu_bits32(strtof(out, NULL)) == tu_bits32(f)) return;
+    }
+}
+
+/* Floats quoted in error messages are exact and locale-free (mxp__format_float): over a sample of
+ * every 65521st float32 and the edge values, under a decimal-comma locale and the caller's
+ * DAZ + FTZ, the text is the reference's (shortest decimal that strtof reads back, computed in
+ * the "C" locale and the default mode); and the functions that quote a float quote it so.
+ * Before, they printed (double)f with %g: "0,5" under de_DE, and a subnormal as "0" or "-0"
+ * under DAZ, in the message that was to name the bad value. */
+static void test_message_floats_exact(void **state)
+{
+    (void)state;
+    enum { N = 65600 };
+    static float v[N];
+    static char want[N][32], got[N][32];
+    size_t n = 0;
+    static const uint32_t edge[] = {0x00000001u, 0x80000001u, 0x007FFFFFu, 0x00800000u, 0x7F7FFFFFu, 0xFF7FFFFFu,
+                                    0x3DCCCCCDu, 0x3F800000u, 0x4B800001u, 0x00000000u, 0x80000000u, 0x7F800000u,
+                                    0xFF800000u, 0x000116C2u, 0x3F000000u, 0xBF000000u};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) v[n++] = tu_f32(edge[i]);
+    for (uint64_t u = 7; u < (1ull << 32) && n < N; u += 65521u)
+        if (((u >> 23) & 0xFF) != 0xFF) v[n++] = tu_f32((uint32_t)u);
+    assert_non_null(setlocale(LC_NUMERIC, "C"));
+    for (size_t i = 0; i < n; i++) {
+        if (isinf(v[i])) snprintf(want[i], 32, "%sinf", signbit(v[i]) ? "-" : "");
+        else if (v[i] == 0.0f) snprintf(want[i], 32, "%s0", signbit(v[i]) ? "-" : "");
+        else shortest_decimal_ref(v[i], want[i]);
+    }
+    const char *comma = tu_comma_locale(); /* NULL: none installed; checked in "C" then */
+    char err_static[256], err_dyn[256], err_min[256];
+#if defined(__x86_64__)
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u); /* FTZ + DAZ */
+#endif
+    for (size_t i = 0; i < n; i++) mxp__format_float(v[i], got[i]);
+    mxp_loss_scale ls;
+    (void)mxp_loss_scale_static_ex(-0x1p-140f, &ls);
+    snprintf(err_static, sizeof err_static, "%s", mxp_last_error());
+    (void)mxp_loss_scale_dynamic_ex(0x1p-130f, 10, 0.5f, 0.0f, INFINITY, &ls);
+    snprintf(err_dyn, sizeof err_dyn, "%s", mxp_last_error());
+    (void)mxp_loss_scale_dynamic_ex(0x1p-130f, 10, 2.0f, 0.75f, INFINITY, &ls);
+    snprintf(err_min, sizeof err_min, "%s", mxp_last_error());
+#if defined(__x86_64__)
+    _mm_setcsr(csr);
+#endif
+    setlocale(LC_NUMERIC, "C");
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(got[i], want[i]) != 0)
+            fail_msg("float 0x%08x under %s + DAZ: '%s', the reference '%s'", (unsigned)tu_bits32(v[i]),
+                     comma ? comma : "C", got[i], want[i]);
+    char t[32], want_msg[128];
+    mxp__format_float(tu_f32(0x7FC00000u), t);
+    assert_string_equal(t, "nan");
+    shortest_decimal_ref(-0x1p-140f, t);
+    snprintf(want_msg, sizeof want_msg, "scale %s must be", t);
+    if (!strstr(err_static, want_msg)) fail_msg("'%s' does not contain '%s'", err_static, want_msg);
+    if (!strstr(err_dyn, "factor 0.5 must be")) fail_msg("'%s' does not quote factor 0.5", err_dyn);
+    shortest_decimal_ref(0x1p-130f, t);
+    snprintf(want_msg, sizeof want_msg, "min_scale 0.75 must be in [0, initial_scale = %s]", t);
+    if (!strstr(err_min, want_msg)) fail_msg("'%s' does not contain '%s'", err_min, want_msg);
+    if (!comma) {
+        print_message("no locale with a decimal comma is installed: checked in the C locale only\n");
+        skip();
+    }
+}
+
 /* A random string over the decimal alphabet: mostly well-formed decimals of every shape (signs,
  * no integer or no fraction digits, exponents, long digit strings, out of float32's range), else
  * any mix of the alphabet's characters (most of them malformed). */
@@ -1149,6 +1222,7 @@ int main(void)
         cmocka_unit_test(test_tiny_scales_under_ftz_daz),
         cmocka_unit_test(test_tree_select_overlap),
         cmocka_unit_test(test_tree_unscale_subnormal_under_daz),
+        cmocka_unit_test(test_message_floats_exact),
         cmocka_unit_test(test_restore_decimals_any_locale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -386,7 +386,9 @@ MXP_API bool mxp_tree_unscale_check(mxp_tree *t, float scale);
  * The three trees must hold the same names (any order) with equal dtypes and shapes; out may
  * be a or b itself (its leaves are then left as they are when selected). As in mxp_select, each
  * leaf of out must be its namesake in a (or b) itself or not overlap it at all (a and b may
- * overlap each other).
+ * overlap each other). A leaf of out must not overlap a leaf of another name in a or b either:
+ * that is not checked (it would cost a comparison of every pair of leaves), and the leaves are
+ * copied in out's order, so such a leaf may be overwritten before it is read.
  * Everything is checked before anything is written.
  * @retval MXP_OK        out written
  * @retval MXP_EINVAL    NULL tree, counts differ, a dtype / shape mismatch, or a leaf of out
