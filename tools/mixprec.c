@@ -112,16 +112,33 @@ static const char *human(char *buf, size_t cap, double b)
 }
 #define HUMAN(b) human((char[32]){0}, 32, (double)(b))
 
-/* "s" after a count other than 1, in text output and messages: "1 tensor", "2 tensors". The
- * --json keys never change. */
-#define PLURAL(n) ((n) == 1 ? "" : "s")
-
 #define SHOWN_MAX 150 /* bytes of a name shown in messages and tables (docs/cli.md) */
 /* A tensor name or metadata string from a file, for messages and text output. */
 #define SHOWN(s) mxst_show((char[SHOWN_MAX + 4]){0}, SHOWN_MAX + 4, (s), SHOWN_MAX)
 /* A longer text that may quote a name (a shard path, a library message, a plan rule): control
  * characters replaced the same way, cut only at a length no real message reaches. */
 #define CLEAN(s) mxst_show((char[1028]){0}, 1028, (s), 1024)
+
+/* Text tables (inspect, report, the dry-run plan) are printed in two passes: the first widens
+ * each column to its widest cell (the header included), the second prints, so that every column
+ * starts at the same offset on every line whatever the names, dtypes, shapes and numbers.
+ * Widths count characters: a shown name is valid UTF-8, and printf's %-*s pads by bytes. */
+static int text_width(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; /* not a continuation byte */
+    return n;
+}
+
+/* The printf width that pads s to w characters. */
+static int pad_to(const char *s, int w) { return w + (int)strlen(s) - text_width(s); }
+
+/* Widen the column width *w to hold s. */
+static void fit(int *w, const char *s)
+{
+    int l = text_width(s);
+    if (l > *w) *w = l;
+}
 
 /* A JSON string: quotes, backslashes and every control character escaped (DEL and C1 too, so that
  * the output is safe on a terminal), invalid UTF-8 bytes as U+FFFD, so the output is always
@@ -312,10 +329,10 @@ static const char *HELP_INSPECT =
     "  metadata:\n"
     "    source = mkst\n"
     "    format = pt\n"
-    "  tensor      dtype        shape                 bytes\n"
-    "  fc.bias     F32          [32]                  128\n"
-    "  fc.weight   F32          [32, 64]              8192\n"
-    "  norm.scale  F32          [32]                  128\n"
+    "  tensor      dtype  shape     bytes\n"
+    "  fc.bias     F32    [32]      128\n"
+    "  fc.weight   F32    [32, 64]  8192\n"
+    "  norm.scale  F32    [32]      128\n"
     "  totals:\n"
     "    F32                3 tensors           2112 elements             8448 bytes\n"
     "    all                3 tensors           2112 elements             8448 bytes\n";
@@ -351,25 +368,28 @@ static const char *HELP_CAST =
     "cannot convert are copied byte for byte; metadata is kept. A quantized tensor X written by\n"
     "`mixprec quantize` (X with X_scale, and X_shape for int4) becomes floats again.\n"
     "OUT ending in .json writes a sharded checkpoint (its index; shards beside it).\n"
-    "  --saturate            overflow becomes +-max finite instead of inf\n"
-    "  --dry-run             print the plan (tensor -> rule -> dtype -> bytes) and totals only;\n"
-    "                        an existing OUT is noted, not refused (nothing is written)\n"
+    "  --saturate            overflow and +-inf (even in a tensor already of the target dtype)\n"
+    "                        become +-max finite; NaN stays NaN\n"
+    "  --dry-run             print the plan (per tensor: dtype, shape and bytes in and out, and\n"
+    "                        the rule) and the totals only; an existing OUT is noted, not\n"
+    "                        refused (nothing is written)\n"
     "  --force               replace an existing OUT\n"
     "  --threads N           conversion threads (0, the default: online CPUs, at most 8)\n"
-    "  --quiet               no progress on stderr\n"
-    "  --max-shard-size S    with an index OUT: shard size with a unit (5GB, 500MB, 2GiB)\n"
+    "  --quiet               no progress and no final summary on stderr\n"
+    "  --max-shard-size SIZE with an index OUT: shard size with a unit (5GB, 500MB, 2GiB;\n"
+    "                        default 5GB)\n"
     "\n"
     "example: bfloat16 everywhere except the norms\n"
     "  $ cat policy.map\n"
     "  @default = bf16\n"
     "  .*norm.* = float32\n"
     "  $ mixprec cast model.safetensors model-bf16.safetensors --map policy.map --dry-run\n"
-    "  fc.bias     F32     [32]           -> BF16    [32]                    128 ->           64 "
-    "bytes  (@default: p=bfloat16,c=bfloat16,o=bfloat16)\n"
-    "  fc.weight   F32     [32, 64]       -> BF16    [32, 64]               8192 ->         4096 "
-    "bytes  (@default: p=bfloat16,c=bfloat16,o=bfloat16)\n"
-    "  norm.scale  F32     [32]           -> F32     [32]                    128 ->          128 "
-    "bytes  (.*norm.*: p=float32,c=float32,o=float32)\n"
+    "  fc.bias     F32 [32]     -> BF16 [32]       128 ->   64 bytes  "
+    "(@default: p=bfloat16,c=bfloat16,o=bfloat16)\n"
+    "  fc.weight   F32 [32, 64] -> BF16 [32, 64]  8192 -> 4096 bytes  "
+    "(@default: p=bfloat16,c=bfloat16,o=bfloat16)\n"
+    "  norm.scale  F32 [32]     -> F32  [32]       128 ->  128 bytes  "
+    "(.*norm.*: p=float32,c=float32,o=float32)\n"
     "  total: 3 tensors, 8.25 KiB -> 4.19 KiB of tensor data (0.508x), 1 output file: "
     "model-bf16.safetensors\n"
     "  $ mixprec cast model.safetensors model-bf16.safetensors --map policy.map\n";
@@ -388,20 +408,22 @@ static const char *HELP_QUANTIZE =
     "  mxfp8   X: F8_E4M3, same shape; X_scale: U8 [out, ceil(in/32)], E8M0 block exponents\n"
     "          (OCP MX: x ~= q * 2^(X_scale - 127))\n"
     "1-D tensors, names matching .*norm.* and any --keep REGEX (whole-name POSIX ERE) stay as\n"
-    "they are, as do tensors whose dtype is not F32/F16/BF16. With --map, a tensor matched by a\n"
-    "key is quantized as its policy's q= says (q=int8, q=int4, q=float8 -> the --scheme if it\n"
-    "is fp8 or mxfp8, else fp8) or kept when the policy has no q; unmatched tensors use --scheme.\n"
-    "Options --dry-run --force --threads --quiet --max-shard-size as for cast.\n"
+    "they are, as do empty tensors and tensors whose dtype is not F32/F16/BF16. With --map, a\n"
+    "tensor matched by a key is quantized as its policy's q= says (q=int8, q=int4, q=float8 ->\n"
+    "the --scheme if it is fp8 or mxfp8, else fp8) or kept when the policy has no q; unmatched\n"
+    "tensors use --scheme.\n"
+    "Options --dry-run --force --quiet --max-shard-size as for cast; --threads is accepted, but\n"
+    "quantize runs on one thread.\n"
     "\n"
     "example:\n"
     "  $ mixprec quantize model.safetensors model-int8.safetensors --scheme int8 --quiet\n"
     "  $ mixprec inspect model-int8.safetensors\n"
     "  ...\n"
-    "  tensor           dtype        shape                 bytes\n"
-    "  fc.bias          F32          [32]                  128\n"
-    "  fc.weight_scale  F32          [32, 1]               128\n"
-    "  norm.scale       F32          [32]                  128\n"
-    "  fc.weight        I8           [32, 64]              2048\n"
+    "  tensor           dtype  shape     bytes\n"
+    "  fc.bias          F32    [32]      128\n"
+    "  fc.weight_scale  F32    [32, 1]   128\n"
+    "  norm.scale       F32    [32]      128\n"
+    "  fc.weight        I8     [32, 64]  2048\n"
     "  ...\n"
     "  $ mixprec cast model-int8.safetensors back.safetensors --policy f32   # dequantize\n";
 
@@ -421,9 +443,9 @@ static const char *HELP_REPORT =
     "\n"
     "example:\n"
     "  $ mixprec report big.safetensors --dtype float16\n"
-    "  tensor       dtype   target   max_abs_err       rel_l2   sqnr_db  overflow   flushed\n"
-    "  big.weight   F32     F16              inf          inf      -inf        27         0\n"
-    "  tiny.weight  F32     F16            3e-09            1      0.00         0        32\n";
+    "  tensor       dtype  target  max_abs_err  rel_l2  sqnr_db  overflow  flushed\n"
+    "  big.weight   F32    F16             inf     inf     -inf        27        0\n"
+    "  tiny.weight  F32    F16           3e-09       1     0.00         0       32\n";
 
 /* ---- opening ----------------------------------------------------------------------------------
  */
@@ -450,8 +472,8 @@ static void totals_row(FILE *out, const char *what, uint64_t tensors, uint64_t e
                        uint64_t bytes)
 {
     fprintf(out, "  %-11s %8llu tensor%-1s %14llu element%-1s %16llu byte%s\n", what,
-            (unsigned long long)tensors, PLURAL(tensors), (unsigned long long)elements,
-            PLURAL(elements), (unsigned long long)bytes, PLURAL(bytes));
+            (unsigned long long)tensors, MXST_PLURAL(tensors), (unsigned long long)elements,
+            MXST_PLURAL(elements), (unsigned long long)bytes, MXST_PLURAL(bytes));
 }
 
 static int cmd_inspect(int argc, char **argv)
@@ -525,8 +547,8 @@ static int cmd_inspect(int argc, char **argv)
                 first ? "" : ",", (unsigned long long)tc, (unsigned long long)te,
                 (unsigned long long)tb);
     } else {
-        fprintf(out, "%s: %zu tensor%s, %zu file%s, %s\n", o.pos[0], n, PLURAL(n),
-                mxst_shard_count(f), PLURAL(mxst_shard_count(f)), HUMAN(total_bytes(f)));
+        fprintf(out, "%s: %zu tensor%s, %zu file%s, %s\n", o.pos[0], n, MXST_PLURAL(n),
+                mxst_shard_count(f), MXST_PLURAL(mxst_shard_count(f)), HUMAN(total_bytes(f)));
         if (mxst_is_sharded(f))
             for (size_t s = 0; s < mxst_shard_count(f); s++)
                 fprintf(out, "  shard %s: %s\n", CLEAN(mxst_shard_path(f, s)),
@@ -537,18 +559,26 @@ static int cmd_inspect(int argc, char **argv)
             mxst_metadata_at(f, i, &k, &v);
             fprintf(out, "  %s = %s\n", SHOWN(k), SHOWN(v));
         }
-        int w = 6;
-        for (size_t i = 0; i < n; i++) {
-            int l = (int)strlen(SHOWN(mxst_tensor_at(f, i)->name));
-            if (l > w) w = l < 60 ? l : 60;
-        }
-        fprintf(out, "%-*s  %-11s  %-20s  %s\n", w, "tensor", "dtype", "shape", "bytes");
-        for (size_t i = 0; i < n; i++) {
-            const mxst_tensor *t = mxst_tensor_at(f, i);
-            char shp[256];
-            shape_str(shp, sizeof shp, t->shape, t->ndim);
-            fprintf(out, "%-*s  %-11s  %-20s  %llu\n", w, SHOWN(t->name),
-                    mxst_dtype_name(t->dtype), shp, (unsigned long long)t->nbytes);
+        /* name, dtype and shape columns (two passes, see text_width); bytes last, unpadded */
+        int w = (int)strlen("tensor"), dw = (int)strlen("dtype"), sw = (int)strlen("shape");
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass)
+                fprintf(out, "%-*s  %-*s  %-*s  %s\n", w, "tensor", dw, "dtype", sw, "shape",
+                        "bytes");
+            for (size_t i = 0; i < n; i++) {
+                const mxst_tensor *t = mxst_tensor_at(f, i);
+                const char *name = SHOWN(t->name), *dt = mxst_dtype_name(t->dtype);
+                char shp[256];
+                shape_str(shp, sizeof shp, t->shape, t->ndim);
+                if (!pass) {
+                    fit(&w, name);
+                    fit(&dw, dt);
+                    fit(&sw, shp);
+                    continue;
+                }
+                fprintf(out, "%-*s  %-*s  %-*s  %llu\n", pad_to(name, w), name, dw, dt, sw, shp,
+                        (unsigned long long)t->nbytes);
+            }
         }
         fprintf(out, "totals:\n");
         uint64_t tc = 0, te = 0, tb = 0;
@@ -579,8 +609,8 @@ static int cmd_validate(int argc, char **argv)
     mxst_file *f;
     if ((rc = open_in(o.pos[0], o.strict, &f))) return rc;
     printf("%s: valid%s (%zu tensor%s, %zu file%s, %s)\n", o.pos[0], o.strict ? " (strict)" : "",
-           mxst_count(f), PLURAL(mxst_count(f)), mxst_shard_count(f), PLURAL(mxst_shard_count(f)),
-           HUMAN(total_bytes(f)));
+           mxst_count(f), MXST_PLURAL(mxst_count(f)), mxst_shard_count(f),
+           MXST_PLURAL(mxst_shard_count(f)), HUMAN(total_bytes(f)));
     mxst_close(f);
     return 0;
 }
@@ -1173,7 +1203,7 @@ static int grow(void **p, size_t *cap, size_t need)
 {
     if (need <= *cap) return 0;
     void *q = realloc(*p, need);
-    if (!q) return err(EXIT_IO, "out of memory (%zu bytes)", need);
+    if (!q) return err(EXIT_IO, "out of memory (%zu byte%s)", need, MXST_PLURAL(need));
     *p = q;
     *cap = need;
     return 0;
@@ -1449,31 +1479,41 @@ static int run_item(ctx *c, const item *it)
 static void print_plan(const plan *p, size_t nshards, const char *out_path)
 {
     uint64_t in_total = 0, out_total = 0;
-    int w = 6;
-    for (size_t i = 0; i < p->n; i++) {
-        int l = (int)strlen(SHOWN(p->it[i].name));
-        if (l > w) w = l < 50 ? l : 50;
-    }
-    for (size_t i = 0; i < p->n; i++) {
-        const item *it = &p->it[i];
-        char shp[128], oshp[128];
-        shape_str(shp, sizeof shp, it->src->shape, it->src->ndim);
-        shape_str(oshp, sizeof oshp, it->shape, it->ndim);
-        uint64_t ib = (it->op == OP_QSCALE || it->op == OP_QSHAPE) ? 0 : it->src->nbytes;
-        if (it->op == OP_DEQUANT) ib += it->scale->nbytes;
-        uint64_t ob = item_bytes(it);
-        in_total += ib;
-        out_total += ob;
-        printf("%-*s  %-7s %-14s -> %-7s %-14s %12llu -> %12llu byte%-1s  (%s)", w, SHOWN(it->name),
-               it->op == OP_QSCALE || it->op == OP_QSHAPE ? "-" : mxst_dtype_name(it->src->dtype),
-               it->op == OP_QSCALE || it->op == OP_QSHAPE ? "" : shp, mxst_dtype_name(it->dtype),
-               oshp, (unsigned long long)ib, (unsigned long long)ob, PLURAL(ob), CLEAN(it->rule));
-        if (nshards > 1) printf(" [shard %zu]", it->shard + 1);
-        putchar('\n');
+    /* columns: name, source dtype and shape, target dtype and shape, bytes in and out (two
+     * passes, see text_width); the rule last, unpadded */
+    int w[7] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < p->n; i++) {
+            const item *it = &p->it[i];
+            const bool follower = it->op == OP_QSCALE || it->op == OP_QSHAPE;
+            char shp[128] = "", oshp[128], ibs[24], obs[24];
+            if (!follower) shape_str(shp, sizeof shp, it->src->shape, it->src->ndim);
+            shape_str(oshp, sizeof oshp, it->shape, it->ndim);
+            uint64_t ib = follower ? 0 : it->src->nbytes;
+            if (it->op == OP_DEQUANT) ib += it->scale->nbytes;
+            uint64_t ob = item_bytes(it);
+            snprintf(ibs, sizeof ibs, "%llu", (unsigned long long)ib);
+            snprintf(obs, sizeof obs, "%llu", (unsigned long long)ob);
+            const char *sdt = follower ? "-" : mxst_dtype_name(it->src->dtype);
+            const char *cell[7] = {SHOWN(it->name), sdt, shp, mxst_dtype_name(it->dtype), oshp,
+                                   ibs, obs};
+            if (!pass) {
+                for (int k = 0; k < 7; k++) fit(&w[k], cell[k]);
+                continue;
+            }
+            in_total += ib;
+            out_total += ob;
+            printf("%-*s  %-*s %-*s -> %-*s %-*s  %*s -> %*s byte%-1s  (%s)", pad_to(cell[0], w[0]),
+                   cell[0], w[1], cell[1], w[2], cell[2], w[3], cell[3], w[4], cell[4], w[5],
+                   cell[5], w[6], cell[6], MXST_PLURAL(ob), CLEAN(it->rule));
+            if (nshards > 1) printf(" [shard %zu]", it->shard + 1);
+            putchar('\n');
+        }
     }
     printf("total: %zu tensor%s, %s -> %s of tensor data (%.3fx), %zu output file%s: %s\n", p->n,
-           PLURAL(p->n), HUMAN(in_total), HUMAN(out_total),
-           in_total ? (double)out_total / (double)in_total : 1.0, nshards, PLURAL(nshards), out_path);
+           MXST_PLURAL(p->n), HUMAN(in_total), HUMAN(out_total),
+           in_total ? (double)out_total / (double)in_total : 1.0, nshards, MXST_PLURAL(nshards),
+           out_path);
 }
 
 /* Shard file name i (0-based) of n for an index path ".../X.safetensors.index.json". */
@@ -1660,8 +1700,9 @@ static int execute(const mxst_file *f, plan *p, const char *out_path, const opts
     free_bufs(&c.b);
     if (!rc && !o->quiet) {
         double dt = now_s() - pg.t0;
-        fprintf(stderr, "wrote %s: %zu tensor%s, %s in %.2f s (%s/s)\n", out_path, p->n, PLURAL(p->n),
-                HUMAN(pg.total), dt, HUMAN((double)pg.total / (dt > 0 ? dt : 1e-9)));
+        fprintf(stderr, "wrote %s: %zu tensor%s, %s in %.2f s (%s/s)\n", out_path, p->n,
+                MXST_PLURAL(p->n), HUMAN(pg.total), dt,
+                HUMAN((double)pg.total / (dt > 0 ? dt : 1e-9)));
     }
 done:
     for (size_t s = 0; s < nshards; s++) free(paths[s]);
@@ -1892,6 +1933,14 @@ static int report_tensor(const mxst_file *f, stat_row *r, mxp_dtype target, sche
     return 0;
 }
 
+/* A line of report's table: tensor, dtype and target left-aligned, the numbers right-aligned. */
+static void report_line(const char *const cell[8], const int w[8])
+{
+    for (int k = 0; k < 8; k++)
+        printf("%s%*s", k ? "  " : "", k < 3 ? -pad_to(cell[k], w[k]) : w[k], cell[k]);
+    putchar('\n');
+}
+
 static int cmd_report(int argc, char **argv)
 {
     opts o;
@@ -1976,30 +2025,28 @@ static int cmd_report(int argc, char **argv)
             }
             printf("%s]\n", nr ? "\n" : "");
         } else {
-            int w = 6;
-            for (size_t i = 0; i < nr; i++) {
-                int l = (int)strlen(SHOWN(rows[i].t->name));
-                if (l > w) w = l < 60 ? l : 60;
-            }
-            /* dtype and target: as wide as the longest name these columns can hold (a floating
-             * dtype mixprec converts, F8_E4M3 / F8_E5M2; a scheme), whatever this file has */
-            int dw = (int)strlen("target");
-            for (int d = 0; d < MXST_DTYPE_COUNT; d++) {
-                mxp_dtype x;
-                int l = (int)strlen(mxst_dtype_name((mxst_dtype)d));
-                if (mxst_dtype_to_mxp((mxst_dtype)d, &x) && mxp_dtype_is_floating(x) && l > dw) dw = l;
-            }
-            for (int k = SCH_INT8; k <= SCH_MXFP8; k++) {
-                int l = (int)strlen(scheme_name((scheme)k));
-                if (l > dw) dw = l;
-            }
-            printf("%-*s  %-*s %-*s %12s %12s %9s %9s %9s\n", w, "tensor", dw, "dtype", dw, "target",
-                   "max_abs_err", "rel_l2", "sqnr_db", "overflow", "flushed");
-            for (size_t i = 0; i < nr; i++) {
-                const stat_row *r = &rows[i];
-                printf("%-*s  %-*s %-*s %12.4g %12.4g %9.2f %9llu %9llu\n", w, SHOWN(r->t->name), dw,
-                       mxst_dtype_name(r->t->dtype), dw, r->target, r->max_abs, rel_l2(r), sqnr_db(r),
-                       (unsigned long long)r->overflow, (unsigned long long)r->flushed);
+            /* two passes, see text_width */
+            const char *head[8] = {"tensor", "dtype",   "target",   "max_abs_err",
+                                   "rel_l2", "sqnr_db", "overflow", "flushed"};
+            int w[8];
+            for (int k = 0; k < 8; k++) w[k] = (int)strlen(head[k]);
+            for (int pass = 0; pass < 2; pass++) {
+                if (pass) report_line(head, w);
+                for (size_t i = 0; i < nr; i++) {
+                    const stat_row *r = &rows[i];
+                    char num[5][32];
+                    snprintf(num[0], sizeof num[0], "%.4g", r->max_abs);
+                    snprintf(num[1], sizeof num[1], "%.4g", rel_l2(r));
+                    snprintf(num[2], sizeof num[2], "%.2f", sqnr_db(r));
+                    snprintf(num[3], sizeof num[3], "%llu", (unsigned long long)r->overflow);
+                    snprintf(num[4], sizeof num[4], "%llu", (unsigned long long)r->flushed);
+                    const char *cell[8] = {SHOWN(r->t->name), mxst_dtype_name(r->t->dtype),
+                                           r->target, num[0], num[1], num[2], num[3], num[4]};
+                    if (pass)
+                        report_line(cell, w);
+                    else
+                        for (int k = 0; k < 8; k++) fit(&w[k], cell[k]);
+                }
             }
             if (nr == 0) printf("(no floating tensors to report)\n");
         }

@@ -103,8 +103,6 @@ const char *mxst_show(char *buf, size_t cap, const char *str, size_t max)
     return buf;
 }
 #define SHOW(s) mxst_show((char[154]){0}, 154, (s), 150)
-/* "s" after a count other than 1, for messages: "1 byte", "4 bytes". */
-#define PLURAL(n) ((n) == 1 ? "" : "s")
 
 /* ---- dtypes ------------------------------------------------------------------------------ */
 
@@ -571,7 +569,7 @@ static mxp_status parse_entry(const char *file, const char *name, json_t *v, mxs
         return fail(MXP_EFORMAT,
                     "%s: tensor '%s': %llu element%s of %s %s not a whole number of "
                     "bytes (rule: whole-bytes)",
-                    file, SHOW(name), (unsigned long long)numel, PLURAL(numel),
+                    file, SHOW(name), (unsigned long long)numel, MXST_PLURAL(numel),
                     mxst_dtype_name(t->dtype), numel == 1 ? "is" : "are");
     t->nbytes = nbits / 8;
     return MXP_OK;
@@ -599,7 +597,7 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
         return fail(MXP_EFORMAT,
                     "%s: file is %llu byte%s, too short for the 8-byte header length "
                     "(rule: header-length)",
-                    file, (unsigned long long)s->size, PLURAL(s->size));
+                    file, (unsigned long long)s->size, MXST_PLURAL(s->size));
     unsigned char lenb[8];
     mxp_status st = read_at(s, 0, lenb, 8);
     if (st) return st;
@@ -613,8 +611,9 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
     if (n > s->size - 8)
         return fail(MXP_EFORMAT,
                     "%s: header length %llu runs past the end of the file (%llu "
-                    "bytes after the length) (rule: header-length)",
-                    file, (unsigned long long)n, (unsigned long long)(s->size - 8));
+                    "byte%s after the length) (rule: header-length)",
+                    file, (unsigned long long)n, (unsigned long long)(s->size - 8),
+                    MXST_PLURAL(s->size - 8));
     s->hlen = n;
     char *text = malloc((size_t)n + 1);
     if (!text)
@@ -752,8 +751,8 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
                               "%s: tensor '%s': data_offsets begin at %llu, leaving "
                               "a gap of %llu byte%s after tensor '%s' (rule: gap)",
                               file, SHOW(c->name), (unsigned long long)c->begin,
-                              (unsigned long long)(c->begin - expect), PLURAL(c->begin - expect),
-                              SHOW(prev));
+                              (unsigned long long)(c->begin - expect),
+                              MXST_PLURAL(c->begin - expect), SHOW(prev));
                 else
                     st = fail(MXP_EFORMAT,
                               "%s: tensor '%s': data_offsets begin at %llu, but the "
@@ -766,7 +765,7 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
                           "byte%s but %s %s needs %llu (rule: size)",
                           file, SHOW(c->name), (unsigned long long)c->begin,
                           (unsigned long long)c->end, (unsigned long long)(c->end - c->begin),
-                          PLURAL(c->end - c->begin), mxst_dtype_name(c->dtype), shp,
+                          MXST_PLURAL(c->end - c->begin), mxst_dtype_name(c->dtype), shp,
                           (unsigned long long)c->nbytes);
             } else if (c->end > datalen) {
                 st = fail(MXP_EFORMAT,
@@ -775,7 +774,7 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
                           "range (rule: truncated)",
                           file, SHOW(c->name), (unsigned long long)c->begin,
                           (unsigned long long)c->end, (unsigned long long)datalen,
-                          PLURAL(datalen));
+                          MXST_PLURAL(datalen));
             } else if (strict && mxst_dtype_bits(c->dtype) >= 8 &&
                        c->begin % (mxst_dtype_bits(c->dtype) / 8) != 0) {
                 st = fail(MXP_EFORMAT,
@@ -791,8 +790,9 @@ static mxp_status parse_shard(shard *s, size_t si, bool strict, mxst_tensor **to
             st = fail(MXP_EFORMAT,
                       "%s: %llu trailing byte%s: the tensors end at byte %llu of the "
                       "data buffer, which holds %llu byte%s (rule: trailing)",
-                      file, (unsigned long long)(datalen - expect), PLURAL(datalen - expect),
-                      (unsigned long long)expect, (unsigned long long)datalen, PLURAL(datalen));
+                      file, (unsigned long long)(datalen - expect), MXST_PLURAL(datalen - expect),
+                      (unsigned long long)expect, (unsigned long long)datalen,
+                      MXST_PLURAL(datalen));
         if (st == MXP_OK && strict && (8 + n) % 8 != 0)
             st = fail(MXP_EFORMAT,
                       "%s: the data buffer starts at byte %llu, not a multiple of 8 "
@@ -1174,7 +1174,8 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict)
             st = fail(MXP_EFORMAT,
                       "%s: metadata.total_size is %llu but the tensors hold %llu "
                       "byte%s (rule: strict-total-size)",
-                      file, (unsigned long long)total, (unsigned long long)bytes, PLURAL(bytes));
+                      file, (unsigned long long)total, (unsigned long long)bytes,
+                      MXST_PLURAL(bytes));
             goto out;
         }
     }
@@ -1235,8 +1236,9 @@ mxp_status mxst_read(const mxst_file *f, const mxst_tensor *t, uint64_t offset, 
     if (t->shard >= f->nshards || offset > t->nbytes || len > t->nbytes - offset)
         return fail(MXP_EINVAL,
                     "mxst_read: tensor '%s': bytes [%llu, +%zu) outside its %llu "
-                    "bytes",
-                    SHOW(t->name), (unsigned long long)offset, len, (unsigned long long)t->nbytes);
+                    "byte%s",
+                    SHOW(t->name), (unsigned long long)offset, len, (unsigned long long)t->nbytes,
+                    MXST_PLURAL(t->nbytes));
     const shard *s = &f->shards[t->shard];
     return read_at(s, 8 + s->hlen + t->begin + offset, buf, len);
 }
@@ -1674,9 +1676,9 @@ mxp_status mxst_writer_write(mxst_writer *w, const void *buf, size_t len)
     if (len > w->data_size - w->written) {
         w->failed = true;
         return fail(MXP_EINVAL,
-                    "%s: %zu more bytes than the tensors hold (%llu of %llu "
+                    "%s: %zu more byte%s than the tensors hold (%llu of %llu "
                     "written)",
-                    SHOW(w->path), len, (unsigned long long)w->written,
+                    SHOW(w->path), len, MXST_PLURAL(len), (unsigned long long)w->written,
                     (unsigned long long)w->data_size);
     }
     mxp_status st = write_all(w->fd, w->path, buf, len);
@@ -1708,10 +1710,10 @@ mxp_status mxst_writer_finish(mxst_writer *w)
     if (w->written != w->data_size) {
         size_t cur = mxst_writer_current(w);
         return fail(MXP_EINVAL,
-                    "%s: only %llu of %llu data bytes written (tensor '%s' "
+                    "%s: only %llu of %llu data byte%s written (tensor '%s' "
                     "incomplete)",
                     SHOW(w->path), (unsigned long long)w->written, (unsigned long long)w->data_size,
-                    cur < w->n ? SHOW(w->t[cur].name) : "?");
+                    MXST_PLURAL(w->data_size), cur < w->n ? SHOW(w->t[cur].name) : "?");
     }
     if (!(w->flags & MXST_NO_FSYNC) && fsync(w->fd) != 0) {
         w->failed = true;

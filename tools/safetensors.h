@@ -132,6 +132,10 @@ size_t mxst_char_at(const char *str, bool *control);
  */
 const char *mxst_show(char *buf, size_t cap, const char *str, size_t max);
 
+/** "s" after a count other than 1, for messages and text output: "1 byte", "4 bytes". The one
+ *  copy, for the reader's and writer's messages and the mixprec tool's. */
+#define MXST_PLURAL(n) ((n) == 1 ? "" : "s")
+
 /**
  * Open and validate a safetensors file, or a sharded checkpoint when the path ends in ".json"
  * (its *.safetensors.index.json: {"metadata": {"total_size": N, ...}, "weight_map":

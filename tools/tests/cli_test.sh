@@ -134,6 +134,13 @@ if [ -n "$PY" ]; then
     expect 1 "a 1-byte file: exit 1" "$M" validate one-byte.safetensors
     has err.txt "file is 1 byte, too short" "header-length: 1 byte"
 fi
+# a header length of 2 with 1 byte after it (the writer's own counts, "N more bytes than the
+# tensors hold" and "only N of M data bytes", cannot be reached from the command line)
+printf '\002\000\000\000\000\000\000\000{' > hlen1.safetensors
+expect 1 "a header length past the one byte left: exit 1" "$M" validate hlen1.safetensors
+has err.txt "header length 2 runs past the end of the file (1 byte after the length) (rule: header-length)" \
+    "header-length: 1 byte after the length"
+plural1 err.txt "header-length"
 
 # ---- cast round trips -------------------------------------------------------------------------
 "$K" write narrow.safetensors 'a=BF16[33,7]:rand' 'b=F16[100]:rand' 'c=F16[9]:tiny' \
@@ -469,6 +476,63 @@ if sed -n '/^totals:/,$p' out.txt |
          END { exit bad || NR != 5 }'
 then ok "inspect totals: the 'tensors' word in the same column on every row"
 else bad "inspect totals: the 'tensors' word in the same column on every row"; cat out.txt; fi
+
+# ---- tables: every column at the same offset on every line, the header's included ---------------
+# Each of these once pushed the columns after it right: a 90-character name (names were padded to
+# 60 characters, 50 in the plan), F8_E4M3FNUZ (dtypes to 7 in the plan), a long shape (shapes to
+# 14 in the plan, 20 in inspect), a non-ASCII name (padded by bytes, not characters).
+ea=$(printf '\303\251') # U+00E9, one character of two bytes: counted as one below
+long=model.layers.0.self_attn.q_proj.$(printf '%058d' 0 | tr 0 x)
+"$K" write cols.safetensors "$long=F32[4,8]:rand" 'b=F32[3]:rand' 'f8=F8_E4M3FNUZ[8]:ramp' \
+    'empty=F32[4096,11008,3,0]:ramp' "$ea.w=BF16[2,4]:rand" || exit 1
+# fields SPEC < TABLE: per line, where each field N of SPEC (whitespace-separated, N < 0 counted
+# from the last) starts, or ends for "N$" (right-aligned numbers)
+fields() {
+    sed "s/$ea/e/g" | LC_ALL=C awk -v spec="$1" '{
+        m = 0
+        for (i = 1; i <= length($0); i++) {
+            if (substr($0, i, 1) == " ") continue
+            if (i == 1 || substr($0, i - 1, 1) == " ") s[++m] = i
+            e[m] = i
+        }
+        n = split(spec, f, " "); sig = ""
+        for (k = 1; k <= n; k++) {
+            j = f[k] + 0; if (j < 0) j += m + 1
+            sig = sig " " (f[k] ~ /\$$/ ? e[j] : s[j])
+        }
+        print sig }'
+}
+# plan_cols < PLAN: the same for a dry-run plan (shapes hold blanks): where the source dtype, the
+# first arrow, the target shape, the second arrow, "byte" and the rule start; the source shape's
+# start on lines of its own ("S"), as the lines of a quantized tensor's scale and shape have none
+plan_cols() {
+    grep -v '^total: ' | sed "s/$ea/e/g" | LC_ALL=C awk '{
+        a = index($0, " -> "); r = substr($0, a + 4); match($0, /^[^ ]+ +/)
+        if ($2 != "-") print "S", index($0, "[")
+        print RLENGTH, a, a + 3 + index(r, "["), a + 3 + index(r, " -> "), index($0, " byte"), index($0, "  (")
+    }'
+}
+aligned() { # aligned SIGS TABLE DESC [N]: SIGS holds at most N (1) distinct lines
+    if [ "$(sort -u "$1" | wc -l)" -le "${4:-1}" ]; then ok "$3"; else bad "$3"; cat "$2" "$1"; fi
+}
+expect 0 "inspect of long names, dtypes and shapes" "$M" inspect cols.safetensors
+sed -n '/^tensor /,/^totals:/p' out.txt | sed '$d' > table.txt
+fields '2 3 -1' < table.txt > sig.txt
+aligned sig.txt table.txt "inspect: dtype, shape and bytes at the same offset on every line"
+expect 0 "report of long names and shapes" "$M" report cols.safetensors --dtype f16
+fields '2 3 4$ 5$ 6$ 7$ 8$' < out.txt > sig.txt
+aligned sig.txt out.txt "report: every column at the same offset on every line"
+if [ "$(wc -l < out.txt)" = 5 ]; then ok "report: a line per floating tensor"; else bad "report: lines"; cat out.txt; fi
+expect 0 "cast --dry-run of long names, dtypes and shapes" "$M" cast cols.safetensors c.safetensors --policy bf16 --dry-run
+plan_cols < out.txt > sig.txt
+aligned sig.txt out.txt "cast --dry-run: every column at the same offset on every line" 2
+has out.txt "^f8 .*F8_E4M3FNUZ .* -> F8_E4M3FNUZ " "cast --dry-run: F8_E4M3FNUZ copied"
+if "$M" quantize --help >/dev/null 2>&1 &&
+    "$M" quantize cols.safetensors q.safetensors --scheme int4 --dry-run >out.txt 2>err.txt; then
+    plan_cols < out.txt > sig.txt
+    aligned sig.txt out.txt "quantize --dry-run (with scales and shapes): every column at the same offset" 2
+    has out.txt "^${long}_scale  *-  *-> F32 " "quantize --dry-run: the scale of the long name listed"
+fi
 
 # ---- quantize -------------------------------------------------------------------------------------
 if "$M" quantize --help >/dev/null && "$M" quantize model.safetensors qprobe.safetensors --scheme int8 --dry-run >/dev/null 2>&1; then
