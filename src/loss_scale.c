@@ -282,7 +282,7 @@ mxp_status mxp_all_finite_s(const void *x, mxp_dtype dtype, size_t n, bool *fini
 {
     static const char fn[] = "mxp_all_finite";
     char buf[24];
-    if (!finite) return mxp__fail(MXP_EINVAL, "%s: the result pointer is NULL", fn);
+    if (!finite) return mxp__fail(MXP_EINVAL, "%s: finite (the result pointer) is NULL", fn);
     if (!mxp__dtype_valid(dtype))
         return mxp__fail(MXP_EINVAL, "%s: dtype %s is not a valid mxp_dtype (expected %s)", fn,
                          dtype_text(dtype, buf), any_dtype_list);
@@ -314,7 +314,7 @@ mxp_status mxp_unscale_check_s(void *x, mxp_dtype dtype, size_t n, float scale, 
 {
     static const char fn[] = "mxp_unscale_check";
     char buf[24];
-    if (!finite) return mxp__fail(MXP_EINVAL, "%s: the result pointer is NULL", fn);
+    if (!finite) return mxp__fail(MXP_EINVAL, "%s: finite (the result pointer) is NULL", fn);
     if (!mxp_dtype_is_floating(dtype))
         return mxp__fail(MXP_EINVAL, "%s: dtype %s is not a floating dtype (expected %s)", fn,
                          dtype_text(dtype, buf), float_list);
@@ -345,7 +345,7 @@ mxp_status mxp_unscale_check_into_s(void *dst, mxp_dtype dt, const void *src, mx
 {
     static const char fn[] = "mxp_unscale_check_into";
     char buf[24];
-    if (!finite) return mxp__fail(MXP_EINVAL, "%s: the result pointer is NULL", fn);
+    if (!finite) return mxp__fail(MXP_EINVAL, "%s: finite (the result pointer) is NULL", fn);
     if (dt != MXP_FLOAT32)
         return mxp__fail(MXP_EINVAL,
                          "%s: destination dtype %s is not accepted (unscaled gradients go to "

@@ -141,10 +141,14 @@ mxp_status mxp__matmul_int8_k(const mxp__kernels *kt, size_t k32_max, void *y, m
                          "floating dtype)", (int)yt);
     }
     const size_t ysize = mxp_dtype_size(yt);
-    if ((k && m > SIZE_MAX / k) || (n && k > SIZE_MAX / n) || (n && m > SIZE_MAX / ysize / n))
+    /* every operand must be a possible object: bytes up to PTRDIFF_MAX (internal.h,
+     * mxp__span_ok). With SIZE_MAX, a float64 y of m * n = SIZE_MAX / 8 passed, and sb was read
+     * far past its end (tests/test_bad_args.c, under ASan). */
+    const size_t most = (size_t)PTRDIFF_MAX;
+    if ((k && m > most / k) || (n && k > most / n) || (n && m > most / ysize / n))
         return mxp__fail(MXP_EINVAL,
                          "mxp_matmul_int8: size overflow (m = %zu, k = %zu, n = %zu: m * k, "
-                         "k * n or m * n * %zu bytes exceeds SIZE_MAX)", m, k, n, ysize);
+                         "k * n or m * n * %zu bytes exceeds PTRDIFF_MAX)", m, k, n, ysize);
     if (m == 0 || n == 0) return MXP_OK;
     if (!y || !sa || !sb || (k && (!a || !b)))
         return mxp__fail(MXP_EINVAL, "mxp_matmul_int8: %s is NULL (m = %zu, k = %zu, n = %zu)",

@@ -76,10 +76,13 @@ static mxp_status check_input_dtype(const char *fn, mxp_dtype xt)
                                        "float16 or bfloat16)", fn, dname(xt), (int)xt);
 }
 
-/* rows * cols, and whether it (times the largest element size, 8) fits in size_t. */
+/* rows * cols, and whether it (times the largest element size, 8) fits in ptrdiff_t. */
 static bool count_ok(size_t rows, size_t cols, size_t *n)
 {
-    if (cols && rows > SIZE_MAX / 8 / cols) return false;
+    /* PTRDIFF_MAX, not SIZE_MAX: n float64 outputs must be a possible object (internal.h,
+     * mxp__span_ok); with SIZE_MAX / 8 a float64 y of SIZE_MAX / 8 elements passed, and its
+     * scales were read far past their buffer (tests/test_bad_args.c, under ASan) */
+    if (cols && rows > (size_t)PTRDIFF_MAX / 8 / cols) return false;
     *n = rows * cols;
     return true;
 }
@@ -850,7 +853,13 @@ mxp_status mxp_fp8_quantize_delayed(void *q, const void *x, mxp_dtype xt, size_t
     if (!s) return mxp__fail(MXP_EINVAL, "%s: scaler is NULL", fn);
     mxp_status st = check_input_dtype(fn, xt);
     if (st) return st;
-    if (n > SIZE_MAX / 4) return mxp__fail(MXP_EINVAL, "%s: n = %zu overflows the size range", fn, n);
+    /* n * size must fit in ptrdiff_t and not wrap the address space at x or q: a bound on n
+     * alone (n <= SIZE_MAX / 4) let n = SIZE_MAX / 4 float32 run the kernel far past x (found
+     * by tests/test_bad_args.c under ASan) */
+    size_t xbytes, qbytes;
+    if (!mxp__span_ok(x, n, mxp_dtype_size(xt), &xbytes) || !mxp__span_ok(q, n, 1, &qbytes))
+        return mxp__fail(MXP_EINVAL, "%s: n = %zu elements is past any possible buffer (n * %zu bytes "
+                         "exceeds PTRDIFF_MAX or wraps the address space)", fn, n, mxp_dtype_size(xt));
     if (n == 0) return MXP_OK;
     if (!q || !x) return mxp__fail(MXP_EINVAL, "%s: %s is NULL with n = %zu", fn, !q ? "q" : "x", n);
     const mxp__kernels *ck = conv_table();
@@ -933,6 +942,13 @@ mxp_status mxp_fp8_scaler_update(mxp_fp8_scaler *s)
 size_t mxp_fp8_scaler_history(const mxp_fp8_scaler *s, float *out, size_t cap)
 {
     if (!s) return 0;
+    /* a bad call, not a measurement: copying would write through NULL (found by
+     * tests/test_bad_args.c); 0 is never a history length, so it is the failure value */
+    if (!out && cap > 0) {
+        (void)mxp__fail(MXP_EINVAL, "mxp_fp8_scaler_history: out is NULL with cap = %zu (NULL is allowed "
+                        "only with cap 0, to measure)", cap);
+        return 0;
+    }
     const size_t len = s->r.history_len;
     for (size_t i = 0; i < len && i < cap; i++) {
         const size_t k = s->head + i < len ? s->head + i : s->head + i - len;

@@ -370,12 +370,17 @@ static mxp_status write_all(mxp_tree *dst, const mxp_tree *src, const mxp_conver
     return MXP_OK;
 }
 
-static mxp_status check_opts(const mxp_convert_opts *opts)
+/* The message names the function and the option, as mxp_convert_ex's does (the sweep in
+ * tests/test_bad_args.c: "invalid rounding mode 99" said neither). */
+static mxp_status check_opts(const char *fn, const mxp_convert_opts *opts)
 {
     if (!opts) return MXP_OK;
     if (opts->rounding != MXP_ROUND_NEAREST_EVEN && opts->rounding != MXP_ROUND_STOCHASTIC)
-        return mxp__fail(MXP_EINVAL, "invalid rounding mode %d", (int)opts->rounding);
-    if (opts->threads < 0) return mxp__fail(MXP_EINVAL, "invalid thread count %d", opts->threads);
+        return mxp__fail(MXP_EINVAL, "%s: opts->rounding = %d is not a rounding mode (expected "
+                         "MXP_ROUND_NEAREST_EVEN or MXP_ROUND_STOCHASTIC)", fn, (int)opts->rounding);
+    if (opts->threads < 0)
+        return mxp__fail(MXP_EINVAL, "%s: opts->threads = %d is negative (expected 0, 1 or a thread count)",
+                         fn, opts->threads);
     return MXP_OK;
 }
 
@@ -386,7 +391,7 @@ mxp_status mxp_tree_cast_into_ex(mxp_tree *dst, const mxp_tree *src, mxp_dtype d
     if (!mxp_dtype_is_floating(dtype))
         return mxp__fail(MXP_EINVAL, "cannot cast a tree to %s (%d): casts target floating dtypes only",
                          mxp_dtype_name(dtype), (int)dtype);
-    mxp_status s = check_opts(opts);
+    mxp_status s = check_opts("mxp_tree_cast_into_ex", opts);
     if (s != MXP_OK) return s;
     if (dst->count != src->count)
         return mxp__fail(MXP_EINVAL, "tree cast: destination has %zu tensors, source %zu", dst->count,
@@ -417,7 +422,7 @@ mxp_status mxp_tree_cast_ex(const mxp_tree *src, mxp_dtype dtype, const mxp_conv
     if (!mxp_dtype_is_floating(dtype))
         return mxp__fail(MXP_EINVAL, "cannot cast a tree to %s (%d): casts target floating dtypes only",
                          mxp_dtype_name(dtype), (int)dtype);
-    mxp_status s = check_opts(opts);
+    mxp_status s = check_opts("mxp_tree_cast_ex", opts);
     if (s != MXP_OK) return s;
     mxp_tree *t;
     if ((s = alloc_like(src, (int)dtype, &t)) != MXP_OK) return s;

@@ -78,8 +78,8 @@ MXP_API mxp_status mxp_policy_parse(const char *text, mxp_policy *out);
  * the terminating NUL (buf may be NULL when cap is 0); returns the length of the full canonical
  * text (excluding the NUL), so a return value >= cap means the text was truncated.
  * parse(format(p)) == p for every valid p.
- * Returns -1, leaving buf untouched, when p is NULL or not a valid policy (see mxp_policy;
- * mxp_last_error says why). 64 bytes always suffice.
+ * Returns -1, leaving buf untouched, when p is NULL or not a valid policy (see mxp_policy), or
+ * buf is NULL with cap > 0; mxp_last_error says why. 64 bytes always suffice.
  * Thread-safety: safe. Allocates nothing.
  */
 MXP_API int mxp_policy_format(const mxp_policy *p, char *buf, size_t cap);

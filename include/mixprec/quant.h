@@ -16,12 +16,15 @@
  *     (row-group, column-group) grid of the layout (mxp_qlayout_nscales of them).
  *
  * Conventions of every function here: sizes are element counts; a layout with rows * cols == 0
- * is a no-op that accepts NULL buffers; outputs (values and scales) are untouched on failure;
- * mxp_last_error() names the bad argument. Results do not depend on the caller's floating-point
- * environment (rounding direction, flush-to-zero / denormals-are-zero, unmasked exceptions):
- * every call computes in the default one and gives the caller's back unchanged. The stateless functions are thread-safe and allocate
- * nothing unless stated; an mxp_fp8_scaler is one tensor's state and must not be used from two
- * threads at once without external locking.
+ * is a no-op that accepts NULL buffers; "size overflow" (MXP_EINVAL) is a count whose bytes
+ * could not be one object: rows * cols * 8 (any output dtype) or m * n * size(yt) past
+ * PTRDIFF_MAX, or n * size past PTRDIFF_MAX or the end of the address space; outputs (values
+ * and scales) are untouched on failure; mxp_last_error() names the bad argument. Results do not
+ * depend on the caller's floating-point environment (rounding direction, flush-to-zero /
+ * denormals-are-zero, unmasked exceptions): every call computes in the default one and gives the
+ * caller's back unchanged. The stateless functions are thread-safe and allocate nothing unless
+ * stated; an mxp_fp8_scaler is one tensor's state and must not be used from two threads at once
+ * without external locking.
  */
 #ifndef MIXPREC_QUANT_H
 #define MIXPREC_QUANT_H
@@ -195,7 +198,9 @@ typedef struct mxp_fp8_recipe {
  *  Transformer Engine default to 1024. */
 #define MXP_FP8_HISTORY_MAX 65536
 
-/** The default recipe for a format: history 1024, MXP_AMAX_MAX, margin 0. Thread-safety: safe. */
+/** The default recipe for a format: history 1024, MXP_AMAX_MAX, margin 0. A format that is not
+ *  float8 is copied as it is: mxp_fp8_scaler_new refuses that recipe, naming the format.
+ *  Thread-safety: safe. */
 MXP_API mxp_fp8_recipe mxp_fp8_recipe_default(mxp_dtype format);
 
 /** One tensor's delayed-scaling state: scale, scale_inv, amax history, this step's amax. */
@@ -265,7 +270,8 @@ MXP_API uint64_t mxp_fp8_scaler_nonfinite_steps(const mxp_fp8_scaler *s);
 
 /**
  * Copy the amax history, oldest first, into out (at most cap entries). Returns history_len
- * (0 for NULL); out may be NULL when cap is 0.
+ * (0 for NULL); out may be NULL when cap is 0. out NULL with cap > 0 is a bad call: 0, with a
+ * message in mxp_last_error(), and nothing written.
  */
 MXP_API size_t mxp_fp8_scaler_history(const mxp_fp8_scaler *s, float *out, size_t cap);
 
