@@ -301,8 +301,9 @@ static void build(mxp__isa_id isa)
  * measured in sessions 9 and 10 (before their 16-bit-lane steps) and win in both regimes now.
  * f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties (memory-bound at the limit either way)
  * and keep the avx2 kernel (bf16->f32, a tie on both AMD CPUs at 2^26, keeps the avx512 kernel it
- * always had there; on Intel see session 35 below). Intel's set was measured on one Intel part (above); others may differ. Session
- * 33 measured it again on that part after session 31's kernel changes (commit 1c3308b, three
+ * always had there; on Intel see session 35 below). Intel's set was measured on one Intel
+ * part (above); others may differ. Session 33 measured it again on that part after session
+ * 31's kernel changes (commit 1c3308b, three
  * alternating runs of avx2 / avx512-own, own/avx2 at 2^16, 2^26: f32->f16 1.03, 0.74; f32->bf16
  * 0.63, 0.68; f16->f32 1.11, 1.00; bf16->f32 1.03, 0.92; float8 encodes 0.62-0.71, 0.67-0.68;
  * e4m3fn->f32 0.92, 0.98; e5m2->f32 1.08, 0.99): every choice stands (bench/RESULTS.md).
