@@ -87,13 +87,23 @@ static bool little_endian(void)
     return b == 1;
 }
 
+/* "[d0, d1, ...]" into buf (cap >= 8). A shape too long for buf is cut after its last whole
+ * dimension and ends in ", ...]": never silently, never inside a number (a cut "[0, 92233...]"
+ * would read as another shape). */
 static void shape_str(char *buf, size_t cap, const uint64_t *shape, size_t nd)
 {
     size_t j = (size_t)snprintf(buf, cap, "[");
     for (size_t d = 0; d < nd && j < cap; d++)
         j += (size_t)snprintf(buf + j, cap - j, "%s%llu", d ? ", " : "",
                               (unsigned long long)shape[d]);
-    if (j < cap) snprintf(buf + j, cap - j, "]");
+    if (j + 1 < cap) {
+        snprintf(buf + j, cap - j, "]");
+        return;
+    }
+    char *comma = NULL; /* the last ", " that leaves room for ", ...]" and the NUL */
+    for (char *c = buf; c + 7 <= buf + cap; c++)
+        if (*c == ',') comma = c;
+    snprintf(comma ? comma : buf + 1, 7, comma ? ", ...]" : "...]");
 }
 
 static const char *human(char *buf, size_t cap, double b)
@@ -1486,7 +1496,7 @@ static void print_plan(const plan *p, size_t nshards, const char *out_path)
         for (size_t i = 0; i < p->n; i++) {
             const item *it = &p->it[i];
             const bool follower = it->op == OP_QSCALE || it->op == OP_QSHAPE;
-            char shp[128] = "", oshp[128], ibs[24], obs[24];
+            char shp[256] = "", oshp[256], ibs[24], obs[24];
             if (!follower) shape_str(shp, sizeof shp, it->src->shape, it->src->ndim);
             shape_str(oshp, sizeof oshp, it->shape, it->ndim);
             uint64_t ib = follower ? 0 : it->src->nbytes;

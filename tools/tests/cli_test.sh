@@ -134,6 +134,21 @@ if [ -n "$PY" ]; then
     expect 1 "a 1-byte file: exit 1" "$M" validate one-byte.safetensors
     has err.txt "file is 1 byte, too short" "header-length: 1 byte"
 fi
+# shapes too long for a table cell (a zero dimension keeps the tensor empty): cut after a whole
+# dimension with ", ...]", never inside a number (the plan once showed 922337203685477580 for
+# 9223372036854775807, silently)
+if [ -n "$PY" ]; then
+    d=9223372036854775807
+    hdr longshape.safetensors "{\"w\":{\"dtype\":\"F32\",\"shape\":[0,$d,$d,$d,$d,$d,$d,$d,$d,$d,$d,$d,$d,$d,$d,$d],\"data_offsets\":[0,0]}}" 0
+    expect 0 "inspect a 16-dimension shape" "$M" inspect longshape.safetensors
+    has out.txt "\[0, $d, .*, $d, \.\.\.\]  *0$" "inspect: a long shape ends in ', ...]'"
+    expect 0 "cast --dry-run of a 16-dimension shape" "$M" cast longshape.safetensors ls2.safetensors --policy bf16 --dry-run
+    has out.txt "$d, \.\.\.\] *-> BF16 \[0, $d, .*$d, \.\.\.\]  *0 -> 0 bytes" "plan: both long shapes end in ', ...]'"
+    if grep -Eq "922337203685477580([^0-9]|$)" out.txt; then
+        bad "plan: a dimension cut inside its number"; cat out.txt
+    else ok "plan: no dimension cut inside its number"; fi
+fi
+
 # a header length of 2 with 1 byte after it (the writer's own counts, "N more bytes than the
 # tensors hold" and "only N of M data bytes", cannot be reached from the command line)
 printf '\002\000\000\000\000\000\000\000{' > hlen1.safetensors
