@@ -1049,14 +1049,15 @@ static mxp_status parse_history(const char *v, size_t vlen, float *h, size_t len
         size_t e = i;
         while (e < vlen && v[e] != ',') e++;
         float f;
+        const int shown = (int)(e - i < 40 ? e - i : 40); /* the entry as quoted in messages */
         if (e == i || !mxp__parse_float(v + i, e - i, &f))
             return mxp__fail(MXP_EPARSE, "mxp_fp8_scaler_restore: bad history entry %zu '%.*s' "
                                          "(expected an exact float32 such as 0x1.8p+3)",
-                             k, (int)(e - i < 40 ? e - i : 40), v + i);
+                             k, shown, v + i);
         if (!(f >= 0.0f && f <= FLT_MAX) || (bits_of(f) >> 31))
             return mxp__fail(MXP_EINVAL, "mxp_fp8_scaler_restore: history entry %zu is '%.*s' (entries "
                                          "are finite and >= 0)",
-                             k, (int)(e - i < 40 ? e - i : 40), v + i);
+                             k, shown, v + i);
         h[k] = f;
         i = e + 1;
     }
