@@ -129,6 +129,16 @@ static const char *human(char *buf, size_t cap, double b)
  * characters replaced the same way, cut only at a length no real message reaches. */
 #define CLEAN(s) mxst_show((char[1028]){0}, 1028, (s), 1024)
 
+/* The library's last message without its head, the C function's name ("mxp_policy_parse: "),
+ * which means nothing to someone running the tool. */
+static const char *lib_error(void)
+{
+    const char *m = mxp_last_error(), *p = m;
+    if (strncmp(p, "mxp_", 4) != 0) return m;
+    for (p += 4; *p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'); p++) continue;
+    return p[0] == ':' && p[1] == ' ' ? p + 2 : m;
+}
+
 /* Text tables (inspect, report, the dry-run plan) are printed in two passes: the first widens
  * each column to its widest cell (the header included), the second prints, so that every column
  * starts at the same offset on every line whatever the names, dtypes, shapes and numbers.
@@ -728,7 +738,7 @@ static int load_map(const opts *o, mxp_policy_map **m, bool need)
     if (o->policy) {
         mxp_policy p;
         if (mxp_policy_parse(o->policy, &p) != MXP_OK)
-            return err(EXIT_USAGE, "--policy: %s", mxp_last_error());
+            return err(EXIT_USAGE, "--policy: %s", lib_error());
         *m = mxp_policy_map_new(&p);
         if (!*m) return err(EXIT_IO, "out of memory");
     } else if (o->map) {
@@ -737,7 +747,7 @@ static int load_map(const opts *o, mxp_policy_map **m, bool need)
             return err(s == MXP_EIO      ? EXIT_IO
                        : s == MXP_ENOMEM ? EXIT_IO
                                          : EXIT_USAGE,
-                       "--map %s: %s", o->map, mxp_last_error());
+                       "--map %s: %s", o->map, lib_error());
     } else if (need) {
         return err(EXIT_USAGE, "give --policy TEXT or --map FILE (see --help)");
     }
@@ -748,7 +758,7 @@ static int lookup(const mxp_policy_map *m, const char *name, mxp_policy *p, cons
 {
     mxp_status s = mxp_policy_map_match(m, name, p, key);
     /* the library's message quotes the name as it is: cleaned like the name */
-    if (s) return err(EXIT_USAGE, "tensor '%s': %s", SHOWN(name), CLEAN(mxp_last_error()));
+    if (s) return err(EXIT_USAGE, "tensor '%s': %s", SHOWN(name), CLEAN(lib_error()));
     return 0;
 }
 
@@ -1250,7 +1260,7 @@ static int lib_fail(const ctx *c, const item *it, mxp_status s)
                : (s == MXP_EINVAL || s == MXP_EUNSUPPORTED) ? EXIT_BADFILE
                                                             : EXIT_IO;
     return err(code, "%s: tensor '%s': %s (rule: finite)", mxst_path(c->f), SHOWN(it->src->name),
-               CLEAN(mxp_last_error()));
+               CLEAN(lib_error()));
 }
 
 static int put(ctx *c, const item *it, const void *buf, size_t len)
@@ -1935,7 +1945,7 @@ static int report_tensor(const mxst_file *f, stat_row *r, mxp_dtype target, sche
         if (s) {
             int code = s == MXP_ENOMEM ? EXIT_IO : EXIT_BADFILE;
             return err(code, "%s: tensor '%s': %s (rule: finite)", mxst_path(f), SHOWN(t->name),
-                       CLEAN(mxp_last_error()));
+                       CLEAN(lib_error()));
         }
         accumulate(r, x, y, n, maxfin);
         e0 += n;
@@ -1963,7 +1973,7 @@ static int cmd_report(int argc, char **argv)
     scheme sch = SCH_NONE;
     if (o.dtype) {
         if (mxp_dtype_parse(o.dtype, &target) != MXP_OK)
-            return err(EXIT_USAGE, "--dtype: %s", mxp_last_error());
+            return err(EXIT_USAGE, "--dtype: %s", lib_error());
         if (!mxp_dtype_is_floating(target))
             return err(EXIT_USAGE, "--dtype %s: expected a floating dtype", o.dtype);
     } else if (!parse_scheme(o.scheme, &sch)) {
