@@ -3,7 +3,7 @@
  *
  * The input (NUL-terminated copy, at most 4 KiB so that pathological regexes stay quick) is
  * parsed as a config. Invariants checked (abort on violation):
- *  - parse fails with MXP_EPARSE/MXP_EEXIST and a "line N: " message (or MXP_ENOMEM), leaving
+ *  - parse fails with MXP_EPARSE/MXP_EEXIST and a "mxp_policy_map_parse: line N: " message (or MXP_ENOMEM), leaving
  *    the output untouched; or succeeds, and then:
  *  - format -> parse gives an equal map with the same keys in the same order, and formatting
  *    that map gives byte-identical text;
@@ -122,7 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (s != MXP_OK) {
         if (m != (mxp_policy_map *)&size) abort();
         if (s == MXP_EPARSE || s == MXP_EEXIST) {
-            if (strncmp(mxp_last_error(), "line ", 5) != 0) abort();
+            static const char head[] = "mxp_policy_map_parse: line ";
+            if (strncmp(mxp_last_error(), head, sizeof head - 1) != 0) abort();
         } else if (s != MXP_ENOMEM) {
             abort();
         }

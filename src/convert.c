@@ -134,53 +134,49 @@ static void run_split_task(void *ctx, size_t t)
 static const char *const float_names =
     "float64, float32, float16, bfloat16, float8_e4m3fn or float8_e5m2";
 
-static mxp_status check_dtype(mxp_dtype d, const char *what)
+static mxp_status check_dtype(const char *fn, mxp_dtype d, const char *what)
 {
     if ((unsigned)d < MXP_FLOAT_DTYPE_COUNT) return MXP_OK;
     if (mxp__dtype_valid(d))
-        return mxp__fail(MXP_EINVAL, "mxp_convert: %s %s is not a floating dtype (expected %s)",
-                         what, mxp_dtype_name(d), float_names);
-    return mxp__fail(MXP_EINVAL, "mxp_convert: %s %d is not a valid dtype (expected %s)", what,
-                     (int)d, float_names);
+        return mxp__fail(MXP_EINVAL, "%s: %s %s is not a floating dtype (expected %s)", fn, what,
+                         mxp_dtype_name(d), float_names);
+    return mxp__fail(MXP_EINVAL, "%s: %s %d is not a valid dtype (expected %s)", fn, what, (int)d,
+                     float_names);
 }
 
-mxp_status mxp_convert(void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type, size_t n)
-{
-    return mxp_convert_ex(dst, dst_type, src, src_type, n, NULL);
-}
-
-mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
-                          size_t n, const mxp_convert_opts *opts)
+/* mxp_convert_ex, its messages headed by fn (the public function called). */
+static mxp_status convert(const char *fn, void *dst, mxp_dtype dst_type, const void *src,
+                          mxp_dtype src_type, size_t n, const mxp_convert_opts *opts)
 {
     static const mxp_convert_opts defaults = {MXP_ROUND_NEAREST_EVEN, false, 0, 0};
     const mxp_convert_opts *o = opts ? opts : &defaults;
     mxp_status s;
-    if ((s = check_dtype(dst_type, "dst_type")) != MXP_OK) return s;
-    if ((s = check_dtype(src_type, "src_type")) != MXP_OK) return s;
+    if ((s = check_dtype(fn, dst_type, "dst_type")) != MXP_OK) return s;
+    if ((s = check_dtype(fn, src_type, "src_type")) != MXP_OK) return s;
     if (o->rounding != MXP_ROUND_NEAREST_EVEN && o->rounding != MXP_ROUND_STOCHASTIC)
         return mxp__fail(MXP_EINVAL,
-                         "mxp_convert_ex: opts->rounding = %d is not a rounding mode (expected "
+                         "%s: opts->rounding = %d is not a rounding mode (expected "
                          "MXP_ROUND_NEAREST_EVEN or MXP_ROUND_STOCHASTIC)",
-                         (int)o->rounding);
+                         fn, (int)o->rounding);
     if (o->threads < 0)
-        return mxp__fail(MXP_EINVAL, "mxp_convert_ex: opts->threads = %d is negative (expected 0, 1 "
-                         "or a thread count)", o->threads);
+        return mxp__fail(MXP_EINVAL, "%s: opts->threads = %d is negative (expected 0, 1 "
+                         "or a thread count)", fn, o->threads);
     if (n == 0) return MXP_OK;
-    if (!dst) return mxp__fail(MXP_EINVAL, "mxp_convert: dst is NULL with n = %zu", n);
-    if (!src) return mxp__fail(MXP_EINVAL, "mxp_convert: src is NULL with n = %zu", n);
+    if (!dst) return mxp__fail(MXP_EINVAL, "%s: dst is NULL with n = %zu", fn, n);
+    if (!src) return mxp__fail(MXP_EINVAL, "%s: src is NULL with n = %zu", fn, n);
 
     const size_t dsize = mxp_dtype_size(dst_type), ssize = mxp_dtype_size(src_type);
     size_t dbytes, sbytes; /* n * size must fit in ptrdiff_t and not wrap the address space */
     if (!mxp__span_ok(dst, n, dsize, &dbytes) || !mxp__span_ok(src, n, ssize, &sbytes))
-        return mxp__fail(MXP_EINVAL, "mxp_convert: n = %zu elements is past any possible buffer "
-                         "(n * size exceeds PTRDIFF_MAX or wraps the address space)", n);
+        return mxp__fail(MXP_EINVAL, "%s: n = %zu elements is past any possible buffer "
+                         "(n * size exceeds PTRDIFF_MAX or wraps the address space)", fn, n);
     /* Overlap is allowed only as the very same buffer with equal element sizes. */
     const uintptr_t d0 = (uintptr_t)dst, s0 = (uintptr_t)src;
     const bool overlap = d0 < s0 + n * ssize && s0 < d0 + n * dsize;
     if (overlap && !(d0 == s0 && dsize == ssize))
-        return mxp__fail(MXP_EINVAL, "mxp_convert: dst and src overlap (%s -> %s, n = %zu); only "
+        return mxp__fail(MXP_EINVAL, "%s: dst and src overlap (%s -> %s, n = %zu); only "
                          "in-place conversion between dtypes of the same size is allowed",
-                         mxp_dtype_name(src_type), mxp_dtype_name(dst_type), n);
+                         fn, mxp_dtype_name(src_type), mxp_dtype_name(dst_type), n);
 
     const int mode = o->rounding == MXP_ROUND_STOCHASTIC ? MXP__SR : MXP__RNE;
     chunk whole = {mxp__kernels_active()->cvt[dst_type][src_type][mode], dst_type, src_type,
@@ -204,4 +200,21 @@ mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src, mxp_dt
     const size_t count = (n + sp.per - 1) / sp.per;
     mxp__pool_run(run_split_task, &sp, count, count - 1);
     return MXP_OK;
+}
+
+mxp_status mxp__convert(const char *fn, void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
+                        size_t n, const mxp_convert_opts *opts)
+{
+    return convert(fn, dst, dst_type, src, src_type, n, opts);
+}
+
+mxp_status mxp_convert(void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type, size_t n)
+{
+    return convert("mxp_convert", dst, dst_type, src, src_type, n, NULL);
+}
+
+mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
+                          size_t n, const mxp_convert_opts *opts)
+{
+    return convert("mxp_convert_ex", dst, dst_type, src, src_type, n, opts);
 }

@@ -54,9 +54,10 @@ static const struct {
     {"i64", MXP_INT64},          {"{:s,64}", MXP_INT64},
 };
 
-mxp_status mxp_dtype_parse(const char *text, mxp_dtype *out)
+static mxp_status dtype_parse(const char *text, mxp_dtype *out)
 {
-    if (!text || !out) return mxp__fail(MXP_EINVAL, "mxp_dtype_parse: text and out must be non-NULL");
+    if (!text) return mxp__fail(MXP_EINVAL, "text is NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "out is NULL");
 
     /* Trim, lower-case, and drop blanks inside Nx tuples, into a bounded buffer. */
     char key[32];
@@ -99,4 +100,9 @@ unknown:
                      "fp32 full, float16 f16 fp16, bfloat16 bf16, float8_e4m3fn e4m3, float8_e5m2 "
                      "e5m2, {:f, 32}, int8 uint8 int16 int32 int64 bool)",
                      (int)(e - s), s);
+}
+
+mxp_status mxp_dtype_parse(const char *text, mxp_dtype *out)
+{
+    return mxp__in("mxp_dtype_parse", dtype_parse(text, out));
 }

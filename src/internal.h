@@ -20,6 +20,12 @@
 /* Record a printf-style message as this thread's last error and return s.
  * Typical use: return mxp__fail(MXP_EPARSE, "unknown key '%s' in '%s'", key, text); */
 mxp_status mxp__fail(mxp_status s, const char *fmt, ...) MXP__PRINTF(2, 3);
+/* s, after heading the current message with "fn: " when s is a failure (a head naming another
+ * function is replaced): a public function's failures name it, also those recorded by a step it
+ * shares with other functions. Typical use: return mxp__in("mxp_policy_map_load", s); */
+mxp_status mxp__in(const char *fn, mxp_status s);
+/* The current message without its head "mxp_...: " (for quoting it inside another message). */
+const char *mxp__error_body(void);
 
 /* True when d is a valid mxp_dtype value. */
 static inline bool mxp__dtype_valid(mxp_dtype d) { return (unsigned)d < MXP_DTYPE_COUNT; }
@@ -56,6 +62,16 @@ static inline bool mxp__overlap(const void *a, size_t na, const void *b, size_t 
     const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
     return na && nb && x < y + nb && y < x + na;
 }
+
+/* Internal versions of public functions whose messages start with fn, the public function the
+ * caller called (so that a wrapper's failure names the wrapper, not the function it calls). */
+mxp_status mxp__convert(const char *fn, void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
+                        size_t n, const mxp_convert_opts *opts);
+mxp_status mxp__tree_cast(const char *fn, const mxp_tree *src, mxp_dtype dtype, const mxp_convert_opts *opts,
+                          mxp_tree **out);
+mxp_status mxp__tree_cast_into(const char *fn, mxp_tree *dst, const mxp_tree *src, mxp_dtype dtype,
+                               const mxp_convert_opts *opts);
+mxp_status mxp__policy_check(const char *fn, const mxp_policy *p);
 
 /* mxp_convert_ex starts a thread only for at least this many elements per thread (src/convert.c
  * says how it was measured). Tests lower it to exercise the threaded path on small arrays;

@@ -101,12 +101,12 @@ static float_texts texts_of(const mxp_loss_scale *s) { return texts4(s->scale, s
 
 mxp_status mxp_loss_scale_validate(const mxp_loss_scale *s)
 {
-    if (!s) return mxp__fail(MXP_EINVAL, "loss scale must be non-NULL");
+    if (!s) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_validate: the loss scale s is NULL");
     const char *why = invalid_reason(s);
     if (why) {
         float_texts t = texts_of(s);
         return mxp__fail(MXP_EINVAL,
-                         "invalid loss scale (kind=%d scale=%s counter=%ld period=%ld factor=%s "
+                         "mxp_loss_scale_validate: invalid loss scale (kind=%d scale=%s counter=%ld period=%ld factor=%s "
                          "min_scale=%s max_scale=%s): %s",
                          (int)s->kind, t.scale, (long)s->counter, (long)s->period, t.factor, t.min, t.max, why);
     }
@@ -117,7 +117,7 @@ bool mxp_loss_scale_is_valid(mxp_loss_scale s) { return invalid_reason(&s) == NU
 
 mxp_status mxp_loss_scale_static_ex(float scale, mxp_loss_scale *out)
 {
-    if (!out) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_static_ex: out must be non-NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_static_ex: out is NULL");
     if (!mxp__positive_finite(scale)) {
         char t[32];
         mxp__format_float(scale, t);
@@ -131,7 +131,7 @@ static mxp_status dynamic_ex_ieee(float initial_scale, int32_t period, float fac
                                   float max_scale, mxp_loss_scale *out)
 {
     static const char fn[] = "mxp_loss_scale_dynamic_ex";
-    if (!out) return mxp__fail(MXP_EINVAL, "%s: out must be non-NULL", fn);
+    if (!out) return mxp__fail(MXP_EINVAL, "%s: out is NULL", fn);
     /* each argument on its own first, so the message names the one that is wrong */
     const bool bad_initial = !(isfinite(initial_scale) && initial_scale > 0.0f);
     const bool bad_factor = !(isfinite(factor) && factor > 1.0f);
@@ -280,9 +280,9 @@ static mxp_status check_scale(const char *fn, float scale)
 
 mxp_status mxp_all_finite_s(const void *x, mxp_dtype dtype, size_t n, bool *finite)
 {
-    static const char fn[] = "mxp_all_finite";
+    static const char fn[] = "mxp_all_finite_s";
     char buf[24];
-    if (!finite) return mxp__fail(MXP_EINVAL, "%s: finite (the result pointer) is NULL", fn);
+    if (!finite) return mxp__fail(MXP_EINVAL, "%s: finite is NULL (it receives the result)", fn);
     if (!mxp__dtype_valid(dtype))
         return mxp__fail(MXP_EINVAL, "%s: dtype %s is not a valid mxp_dtype (expected %s)", fn,
                          dtype_text(dtype, buf), any_dtype_list);
@@ -307,14 +307,14 @@ mxp_status mxp_all_finite_s(const void *x, mxp_dtype dtype, size_t n, bool *fini
 bool mxp_all_finite(const void *x, mxp_dtype dtype, size_t n)
 {
     bool finite = false;
-    return mxp_all_finite_s(x, dtype, n, &finite) == MXP_OK && finite;
+    return mxp__in("mxp_all_finite", mxp_all_finite_s(x, dtype, n, &finite)) == MXP_OK && finite;
 }
 
 mxp_status mxp_unscale_check_s(void *x, mxp_dtype dtype, size_t n, float scale, bool *finite)
 {
-    static const char fn[] = "mxp_unscale_check";
+    static const char fn[] = "mxp_unscale_check_s";
     char buf[24];
-    if (!finite) return mxp__fail(MXP_EINVAL, "%s: finite (the result pointer) is NULL", fn);
+    if (!finite) return mxp__fail(MXP_EINVAL, "%s: finite is NULL (it receives the result)", fn);
     if (!mxp_dtype_is_floating(dtype))
         return mxp__fail(MXP_EINVAL, "%s: dtype %s is not a floating dtype (expected %s)", fn,
                          dtype_text(dtype, buf), float_list);
@@ -337,15 +337,15 @@ mxp_status mxp_unscale_check_s(void *x, mxp_dtype dtype, size_t n, float scale, 
 bool mxp_unscale_check(void *x, mxp_dtype dtype, size_t n, float scale)
 {
     bool finite = false;
-    return mxp_unscale_check_s(x, dtype, n, scale, &finite) == MXP_OK && finite;
+    return mxp__in("mxp_unscale_check", mxp_unscale_check_s(x, dtype, n, scale, &finite)) == MXP_OK && finite;
 }
 
 mxp_status mxp_unscale_check_into_s(void *dst, mxp_dtype dt, const void *src, mxp_dtype st,
                                     size_t n, float scale, bool *finite)
 {
-    static const char fn[] = "mxp_unscale_check_into";
+    static const char fn[] = "mxp_unscale_check_into_s";
     char buf[24];
-    if (!finite) return mxp__fail(MXP_EINVAL, "%s: finite (the result pointer) is NULL", fn);
+    if (!finite) return mxp__fail(MXP_EINVAL, "%s: finite is NULL (it receives the result)", fn);
     if (dt != MXP_FLOAT32)
         return mxp__fail(MXP_EINVAL,
                          "%s: destination dtype %s is not accepted (unscaled gradients go to "
@@ -385,7 +385,9 @@ bool mxp_unscale_check_into(void *dst, mxp_dtype dt, const void *src, mxp_dtype 
                             float scale)
 {
     bool finite = false;
-    return mxp_unscale_check_into_s(dst, dt, src, st, n, scale, &finite) == MXP_OK && finite;
+    return mxp__in("mxp_unscale_check_into", mxp_unscale_check_into_s(dst, dt, src, st, n, scale, &finite)) ==
+               MXP_OK &&
+           finite;
 }
 
 mxp_status mxp_select(bool pred, void *out, const void *a, const void *b, mxp_dtype dtype, size_t n)
@@ -417,7 +419,7 @@ mxp_status mxp_select(bool pred, void *out, const void *a, const void *b, mxp_dt
 mxp_status mxp_loss_scale_adjust_reduce(mxp_loss_scale *s, bool local_finite,
                                         mxp_finite_reduce_fn reduce, void *ctx, bool *grads_finite)
 {
-    if (!s) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_adjust_reduce: loss scale must be non-NULL");
+    if (!s) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_adjust_reduce: the loss scale s is NULL");
     int flag = local_finite ? 1 : 0;
     if (reduce) { /* called even for an invalid state: collective calls stay matched */
         int rc = reduce(&flag, ctx);
@@ -489,7 +491,7 @@ static void format_hex_float(float f, char out[32])
 int mxp_loss_scale_save(const mxp_loss_scale *s, char *buf, size_t cap)
 {
     if (!s) {
-        (void)mxp__fail(MXP_EINVAL, "mxp_loss_scale_save: loss scale must be non-NULL");
+        (void)mxp__fail(MXP_EINVAL, "mxp_loss_scale_save: the loss scale s is NULL");
         return -1;
     }
     if (!buf && cap > 0) {
@@ -712,9 +714,10 @@ enum { F_KIND, F_SCALE, F_COUNTER, F_PERIOD, F_FACTOR, F_MIN, F_MAX, F_COUNT };
 static const char *const field_names[F_COUNT] = {"kind",   "scale",     "counter",  "period",
                                                  "factor", "min_scale", "max_scale"};
 
-mxp_status mxp_loss_scale_restore(const char *text, mxp_loss_scale *out)
+static mxp_status restore(const char *text, mxp_loss_scale *out)
 {
-    if (!text || !out) return mxp__fail(MXP_EINVAL, "mxp_loss_scale_restore: text and out must be non-NULL");
+    if (!text) return mxp__fail(MXP_EINVAL, "text is NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "out is NULL");
     mxp_loss_scale s; /* filled completely before *out is written */
     memset(&s, 0, sizeof s);
     bool seen[F_COUNT] = {false};
@@ -786,4 +789,9 @@ mxp_status mxp_loss_scale_restore(const char *text, mxp_loss_scale *out)
     if (why) return mxp__fail(MXP_EINVAL, "invalid loss scale state: %s (in '%s')", why, text);
     *out = s;
     return MXP_OK;
+}
+
+mxp_status mxp_loss_scale_restore(const char *text, mxp_loss_scale *out)
+{
+    return mxp__in("mxp_loss_scale_restore", restore(text, out));
 }

@@ -52,7 +52,9 @@ static bool same_shape(const mxp_tensor *a, const mxp_tensor *b)
 
 mxp_status mxp_tree_select(bool pred, mxp_tree *out, const mxp_tree *a, const mxp_tree *b)
 {
-    if (!out || !a || !b) return mxp__fail(MXP_EINVAL, "mxp_tree_select: out, a and b must be non-NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "mxp_tree_select: out is NULL");
+    if (!a) return mxp__fail(MXP_EINVAL, "mxp_tree_select: a is NULL");
+    if (!b) return mxp__fail(MXP_EINVAL, "mxp_tree_select: b is NULL");
     size_t count = mxp_tree_count(out);
     if (mxp_tree_count(a) != count || mxp_tree_count(b) != count)
         return mxp__fail(MXP_EINVAL, "mxp_tree_select: trees hold %zu (out), %zu (a) and %zu (b) tensors",

@@ -47,30 +47,32 @@ mxp_dtype mxp_half_dtype(mxp_backend b) { return b == MXP_BACKEND_TPU ? MXP_BFLO
 
 /* ---- validity, equality, format ----------------------------------------------------------- */
 
-mxp_status mxp_policy_validate(const mxp_policy *p)
+mxp_status mxp__policy_check(const char *fn, const mxp_policy *p)
 {
-    if (!p) return mxp__fail(MXP_EINVAL, "policy must be non-NULL");
+    if (!p) return mxp__fail(MXP_EINVAL, "%s: policy is NULL", fn);
     static const char *const field[3] = {"param", "compute", "output"};
     const mxp_dtype d[3] = {p->param, p->compute, p->output};
     for (int i = 0; i < 3; i++)
         if (!mxp_dtype_is_floating(d[i]))
-            return mxp__fail(MXP_EINVAL, "invalid policy: %s dtype %s (%d) is not floating", field[i],
+            return mxp__fail(MXP_EINVAL, "%s: invalid policy: %s dtype %s (%d) is not floating", fn, field[i],
                              mxp_dtype_name(d[i]), (int)d[i]);
     if ((unsigned)p->quant > MXP_QUANT_FLOAT8)
-        return mxp__fail(MXP_EINVAL, "invalid policy: unknown quant mode %d", (int)p->quant);
+        return mxp__fail(MXP_EINVAL, "%s: invalid policy: unknown quant mode %d", fn, (int)p->quant);
     if (p->quant == MXP_QUANT_FLOAT8 && p->amax_history_len == 0)
-        return mxp__fail(MXP_EINVAL, "invalid policy: q=float8 needs amax_history_len > 0");
+        return mxp__fail(MXP_EINVAL, "%s: invalid policy: q=float8 needs amax_history_len > 0", fn);
     if (p->quant != MXP_QUANT_FLOAT8 && p->amax_history_len != 0)
-        return mxp__fail(MXP_EINVAL, "invalid policy: amax_history_len %u without q=float8",
+        return mxp__fail(MXP_EINVAL, "%s: invalid policy: amax_history_len %u without q=float8", fn,
                          (unsigned)p->amax_history_len);
     if (p->amax_history_len > MXP_FP8_HISTORY_MAX)
-        return mxp__fail(MXP_EINVAL, "invalid policy: amax_history_len %lu is above MXP_FP8_HISTORY_MAX (%d)",
-                         (unsigned long)p->amax_history_len, MXP_FP8_HISTORY_MAX);
+        return mxp__fail(MXP_EINVAL, "%s: invalid policy: amax_history_len %lu is above "
+                         "MXP_FP8_HISTORY_MAX (%d)", fn, (unsigned long)p->amax_history_len, MXP_FP8_HISTORY_MAX);
     if (p->quant == MXP_QUANT_INT8 && p->compute == MXP_FLOAT16)
-        return mxp__fail(MXP_EINVAL, "invalid policy: q=int8 with compute float16 (int8 matmul "
-                                     "outputs overflow float16; use bfloat16 or float32)");
+        return mxp__fail(MXP_EINVAL, "%s: invalid policy: q=int8 with compute float16 (int8 matmul "
+                                     "outputs overflow float16; use bfloat16 or float32)", fn);
     return MXP_OK;
 }
+
+mxp_status mxp_policy_validate(const mxp_policy *p) { return mxp__policy_check("mxp_policy_validate", p); }
 
 bool mxp_policy_equal(const mxp_policy *a, const mxp_policy *b)
 {
@@ -81,9 +83,10 @@ bool mxp_policy_equal(const mxp_policy *a, const mxp_policy *b)
 
 int mxp_policy_format(const mxp_policy *p, char *buf, size_t cap)
 {
-    if (mxp_policy_validate(p) != MXP_OK) return -1;
+    if (mxp__policy_check("mxp_policy_format", p) != MXP_OK) return -1;
     if (!buf && cap > 0) {
-        (void)mxp__fail(MXP_EINVAL, "mxp_policy_format: NULL buf with cap %zu", cap);
+        (void)mxp__fail(MXP_EINVAL, "mxp_policy_format: buf is NULL with cap = %zu (NULL is allowed only with "
+                        "cap 0, to measure)", cap);
         return -1;
     }
     char tmp[96];
@@ -342,9 +345,10 @@ static mxp_status parse_source(const pctx *c, span src, mxp_quant q0, mxp_policy
     return MXP_OK;
 }
 
-mxp_status mxp_policy_parse(const char *text, mxp_policy *out)
+static mxp_status policy_parse(const char *text, mxp_policy *out)
 {
-    if (!text || !out) return mxp__fail(MXP_EINVAL, "mxp_policy_parse: text and out must be non-NULL");
+    if (!text) return mxp__fail(MXP_EINVAL, "mxp_policy_parse: text is NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "mxp_policy_parse: out is NULL");
     pctx c = {trim(text, text + strlen(text))};
     span src = c.text;
     mxp_quant q0 = MXP_QUANT_NONE;
@@ -371,6 +375,11 @@ mxp_status mxp_policy_parse(const char *text, mxp_policy *out)
     return MXP_OK;
 }
 
+mxp_status mxp_policy_parse(const char *text, mxp_policy *out)
+{
+    return mxp__in("mxp_policy_parse", policy_parse(text, out));
+}
+
 /* ---- the global default policy ------------------------------------------------------------ */
 
 /* A mutex rather than a seqlock: set/get are rare and cheap, and a mutex makes "never torn"
@@ -380,7 +389,7 @@ static mxp_policy default_policy = {MXP_FLOAT32, MXP_FLOAT32, MXP_FLOAT32, MXP_Q
 
 void mxp_set_default_policy(const mxp_policy *p)
 {
-    if (mxp_policy_validate(p) != MXP_OK) return; /* message already recorded */
+    if (mxp__policy_check("mxp_set_default_policy", p) != MXP_OK) return; /* message already recorded */
     mxp_policy copy = *p;
     pthread_mutex_lock(&default_lock);
     default_policy = copy;
@@ -397,23 +406,19 @@ mxp_policy mxp_default_policy(void)
 
 /* ---- casting trees by a policy ------------------------------------------------------------ */
 
-static mxp_status check_policy_arg(const mxp_policy *p, const char *fn)
-{
-    if (!p) return mxp__fail(MXP_EINVAL, "%s: policy must be non-NULL", fn);
-    return mxp_policy_validate(p);
-}
-
 #define POLICY_CAST(field)                                                                       \
     mxp_status mxp_policy_cast_to_##field(const mxp_policy *p, const mxp_tree *src, mxp_tree **out) \
     {                                                                                            \
-        mxp_status s = check_policy_arg(p, "mxp_policy_cast_to_" #field);                        \
-        return s != MXP_OK ? s : mxp_tree_cast(src, p->field, out);                              \
+        static const char fn[] = "mxp_policy_cast_to_" #field;                                   \
+        mxp_status s = mxp__policy_check(fn, p);                                                 \
+        return s != MXP_OK ? s : mxp__tree_cast(fn, src, p->field, NULL, out);                   \
     }                                                                                            \
     mxp_status mxp_policy_cast_to_##field##_into(const mxp_policy *p, mxp_tree *dst,             \
                                                  const mxp_tree *src)                            \
     {                                                                                            \
-        mxp_status s = check_policy_arg(p, "mxp_policy_cast_to_" #field "_into");                \
-        return s != MXP_OK ? s : mxp_tree_cast_into(dst, src, p->field);                         \
+        static const char fn[] = "mxp_policy_cast_to_" #field "_into";                           \
+        mxp_status s = mxp__policy_check(fn, p);                                                 \
+        return s != MXP_OK ? s : mxp__tree_cast_into(fn, dst, src, p->field, NULL);              \
     }
 
 /* Named after jmp: cast_to_param uses p->param, and so on. */
@@ -423,20 +428,21 @@ POLICY_CAST(output)
 
 mxp_status mxp_tree_cast_to_full(const mxp_tree *src, mxp_tree **out)
 {
-    return mxp_tree_cast(src, MXP_FLOAT32, out);
+    return mxp__tree_cast("mxp_tree_cast_to_full", src, MXP_FLOAT32, NULL, out);
 }
 
 mxp_status mxp_tree_cast_to_half(const mxp_tree *src, mxp_tree **out)
 {
-    return mxp_tree_cast(src, mxp_half_dtype(mxp_get_backend()), out);
+    return mxp__tree_cast("mxp_tree_cast_to_half", src, mxp_half_dtype(mxp_get_backend()), NULL, out);
 }
 
 mxp_status mxp_tree_cast_to_full_into(mxp_tree *dst, const mxp_tree *src)
 {
-    return mxp_tree_cast_into(dst, src, MXP_FLOAT32);
+    return mxp__tree_cast_into("mxp_tree_cast_to_full_into", dst, src, MXP_FLOAT32, NULL);
 }
 
 mxp_status mxp_tree_cast_to_half_into(mxp_tree *dst, const mxp_tree *src)
 {
-    return mxp_tree_cast_into(dst, src, mxp_half_dtype(mxp_get_backend()));
+    return mxp__tree_cast_into("mxp_tree_cast_to_half_into", dst, src, mxp_half_dtype(mxp_get_backend()),
+                               NULL);
 }

@@ -87,7 +87,7 @@ static size_t hash_str(const char *s)
 
 mxp_policy_map *mxp_policy_map_new(const mxp_policy *default_policy)
 {
-    if (default_policy && mxp_policy_validate(default_policy) != MXP_OK) return NULL;
+    if (default_policy && mxp__policy_check("mxp_policy_map_new", default_policy) != MXP_OK) return NULL;
     mxp_policy_map *m = calloc(1, sizeof *m);
     if (!m || pthread_mutex_init(&m->lock, NULL) != 0) {
         free(m);
@@ -142,9 +142,9 @@ static void invalidate(mxp_policy_map *m)
     pthread_mutex_unlock(&m->lock);
 }
 
-mxp_status mxp_policy_map_set_cache_capacity(mxp_policy_map *m, size_t capacity)
+static mxp_status map_set_cache_capacity(mxp_policy_map *m, size_t capacity)
 {
-    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set_cache_capacity: NULL map");
+    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set_cache_capacity: map is NULL");
     pthread_mutex_lock(&m->lock);
     cache_clear(m);
     free(m->slots);
@@ -155,6 +155,11 @@ mxp_status mxp_policy_map_set_cache_capacity(mxp_policy_map *m, size_t capacity)
     m->cache_cap = capacity < MAX_CACHE_CAPACITY ? capacity : MAX_CACHE_CAPACITY;
     pthread_mutex_unlock(&m->lock);
     return MXP_OK;
+}
+
+mxp_status mxp_policy_map_set_cache_capacity(mxp_policy_map *m, size_t capacity)
+{
+    return mxp__in("mxp_policy_map_set_cache_capacity", map_set_cache_capacity(m, capacity));
 }
 
 /* ---- the key index ------------------------------------------------------------------------ */
@@ -274,15 +279,18 @@ static mxp_status entry_new(const char *key, size_t h, const mxp_policy *p, entr
     return MXP_OK;
 }
 
-mxp_status mxp_policy_map_set(mxp_policy_map *m, const char *key, const mxp_policy *p)
+static mxp_status map_set(mxp_policy_map *m, const char *key, const mxp_policy *p)
 {
-    if (!m || !key || !p) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set: map, key and policy must be non-NULL");
+    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set: map is NULL");
+    if (!key) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set: key is NULL");
+    if (!p) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set: policy is NULL");
     if (!*key) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set: empty key");
-    mxp_status s = mxp_policy_validate(p);
+    mxp_status s = mxp__policy_check("mxp_policy_map_set", p);
     if (s != MXP_OK) return s;
     size_t h = hash_str(key);
     if (find_exact_h(m, key, h) >= 0)
-        return mxp__fail(MXP_EEXIST, "key '%.*s' is already in the policy map", QUOTE_MAX, key);
+        return mxp__fail(MXP_EEXIST, "mxp_policy_map_set: key '%.*s' is already in the policy map", QUOTE_MAX,
+                         key);
     if ((s = reserve(m, 1)) != MXP_OK) return s;
     entry *e;
     if ((s = entry_new(key, h, p, &e)) != MXP_OK) return s;
@@ -291,11 +299,18 @@ mxp_status mxp_policy_map_set(mxp_policy_map *m, const char *key, const mxp_poli
     return MXP_OK;
 }
 
+mxp_status mxp_policy_map_set(mxp_policy_map *m, const char *key, const mxp_policy *p)
+{
+    return mxp__in("mxp_policy_map_set", map_set(m, key, p));
+}
+
 mxp_status mxp_policy_map_remove(mxp_policy_map *m, const char *key)
 {
-    if (!m || !key) return mxp__fail(MXP_EINVAL, "mxp_policy_map_remove: map and key must be non-NULL");
+    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_remove: map is NULL");
+    if (!key) return mxp__fail(MXP_EINVAL, "mxp_policy_map_remove: key is NULL");
     long i = find_exact(m, key);
-    if (i < 0) return mxp__fail(MXP_ENOTFOUND, "no key '%.*s' in the policy map", QUOTE_MAX, key);
+    if (i < 0)
+        return mxp__fail(MXP_ENOTFOUND, "mxp_policy_map_remove: no key '%.*s' in the policy map", QUOTE_MAX, key);
     entry_free(m->entries[i]);
     memmove(m->entries + i, m->entries + i + 1, (m->count - (size_t)i - 1) * sizeof *m->entries);
     m->count--;
@@ -308,9 +323,10 @@ size_t mxp_policy_map_count(const mxp_policy_map *m) { return m ? m->count : 0; 
 
 mxp_status mxp_policy_map_entry(const mxp_policy_map *m, size_t i, const char **key, mxp_policy *p)
 {
-    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_entry: NULL map");
+    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_entry: map is NULL");
     if (i >= m->count)
-        return mxp__fail(MXP_ENOTFOUND, "policy map entry %zu out of range (%zu entries)", i, m->count);
+        return mxp__fail(MXP_ENOTFOUND, "mxp_policy_map_entry: entry %zu out of range (the map has %zu %s)", i,
+                         m->count, m->count == 1 ? "entry" : "entries");
     if (key) *key = m->entries[i]->key;
     if (p) *p = m->entries[i]->policy;
     return MXP_OK;
@@ -473,11 +489,11 @@ static void cache_insert(mxp_policy_map *m, const char *path, size_t h, long res
     m->occupied[m->used++] = i;
 }
 
-mxp_status mxp_policy_map_match(const mxp_policy_map *cm, const char *path, mxp_policy *out,
-                                const char **key)
+static mxp_status map_match(const mxp_policy_map *cm, const char *path, mxp_policy *out, const char **key)
 {
-    if (!cm || !path || !out)
-        return mxp__fail(MXP_EINVAL, "mxp_policy_map_get: map, path and out must be non-NULL");
+    if (!cm) return mxp__fail(MXP_EINVAL, "map is NULL");
+    if (!path) return mxp__fail(MXP_EINVAL, "path is NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "out is NULL");
     /* The map is logically const; only the cache (guarded by the lock) changes. */
     mxp_policy_map *m = (mxp_policy_map *)(uintptr_t)cm;
     long result = RES_DEFAULT;
@@ -508,9 +524,14 @@ mxp_status mxp_policy_map_match(const mxp_policy_map *cm, const char *path, mxp_
     return MXP_OK;
 }
 
+mxp_status mxp_policy_map_match(const mxp_policy_map *m, const char *path, mxp_policy *out, const char **key)
+{
+    return mxp__in("mxp_policy_map_match", map_match(m, path, out, key));
+}
+
 mxp_status mxp_policy_map_get(const mxp_policy_map *m, const char *path, mxp_policy *out)
 {
-    return mxp_policy_map_match(m, path, out, NULL);
+    return mxp__in("mxp_policy_map_get", map_match(m, path, out, NULL));
 }
 
 /* ---- text config -------------------------------------------------------------------------- */
@@ -569,10 +590,12 @@ static void put_policy(sink *s, const mxp_policy *p)
     if (n > 0) put(s, tmp, (size_t)n);
 }
 
-mxp_status mxp_policy_map_format(const mxp_policy_map *m, char *buf, size_t cap, size_t *len)
+static mxp_status map_format(const mxp_policy_map *m, char *buf, size_t cap, size_t *len)
 {
-    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_format: NULL map");
-    if (!buf && cap > 0) return mxp__fail(MXP_EINVAL, "mxp_policy_map_format: NULL buf with cap %zu", cap);
+    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_format: map is NULL");
+    if (!buf && cap > 0)
+        return mxp__fail(MXP_EINVAL, "mxp_policy_map_format: buf is NULL with cap = %zu (NULL is allowed only "
+                         "with cap 0, to measure)", cap);
     sink s = {buf, cap, 0};
     if (m->has_default) {
         put(&s, "@default = ", 11);
@@ -588,6 +611,11 @@ mxp_status mxp_policy_map_format(const mxp_policy_map *m, char *buf, size_t cap,
     if (cap > 0) buf[s.len < cap ? s.len : cap - 1] = '\0';
     if (len) *len = s.len;
     return MXP_OK;
+}
+
+mxp_status mxp_policy_map_format(const mxp_policy_map *m, char *buf, size_t cap, size_t *len)
+{
+    return mxp__in("mxp_policy_map_format", map_format(m, buf, cap, len));
 }
 
 /* Parse one config line [b, e) into m. `key_buf` has room for e - b + 1 bytes. */
@@ -662,7 +690,7 @@ static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, si
     free(val);
     if (s != MXP_OK) {
         char why[768];
-        snprintf(why, sizeof why, "%s", mxp_last_error());
+        snprintf(why, sizeof why, "%s", mxp__error_body());
         return mxp__fail(s, "line %zu: key '%.*s': %s", line, QUOTE_MAX, key_buf, why);
     }
     if (!quoted && key_buf[0] == '@') {
@@ -679,15 +707,16 @@ static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, si
     s = mxp_policy_map_set(m, key_buf, &pol);
     if (s != MXP_OK) {
         char why[768];
-        snprintf(why, sizeof why, "%s", mxp_last_error());
+        snprintf(why, sizeof why, "%s", mxp__error_body());
         return mxp__fail(s, "line %zu: %s", line, why);
     }
     return MXP_OK;
 }
 
-mxp_status mxp_policy_map_parse(const char *text, mxp_policy_map **out)
+static mxp_status map_parse(const char *text, mxp_policy_map **out)
 {
-    if (!text || !out) return mxp__fail(MXP_EINVAL, "mxp_policy_map_parse: text and out must be non-NULL");
+    if (!text) return mxp__fail(MXP_EINVAL, "mxp_policy_map_parse: text is NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "mxp_policy_map_parse: out is NULL");
     mxp_policy_map *m = mxp_policy_map_new(NULL);
     if (!m) return MXP_ENOMEM;
     size_t longest = 0;
@@ -719,6 +748,11 @@ mxp_status mxp_policy_map_parse(const char *text, mxp_policy_map **out)
     }
     *out = m;
     return MXP_OK;
+}
+
+mxp_status mxp_policy_map_parse(const char *text, mxp_policy_map **out)
+{
+    return mxp__in("mxp_policy_map_parse", map_parse(text, out));
 }
 
 /* Why open() failed, in words (strerror is not thread-safe everywhere). */
@@ -810,9 +844,10 @@ static mxp_status read_config(const char *path, char **text)
     return MXP_OK;
 }
 
-mxp_status mxp_policy_map_load(const char *path, mxp_policy_map **out)
+static mxp_status map_load(const char *path, mxp_policy_map **out)
 {
-    if (!path || !out) return mxp__fail(MXP_EINVAL, "mxp_policy_map_load: path and out must be non-NULL");
+    if (!path) return mxp__fail(MXP_EINVAL, "mxp_policy_map_load: path is NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "mxp_policy_map_load: out is NULL");
     char *text = NULL;
     mxp_status s = read_config(path, &text);
     if (s != MXP_OK) return s;
@@ -821,9 +856,15 @@ mxp_status mxp_policy_map_load(const char *path, mxp_policy_map **out)
     return s;
 }
 
-mxp_status mxp_policy_map_save(const mxp_policy_map *m, const char *path)
+mxp_status mxp_policy_map_load(const char *path, mxp_policy_map **out)
 {
-    if (!m || !path) return mxp__fail(MXP_EINVAL, "mxp_policy_map_save: map and path must be non-NULL");
+    return mxp__in("mxp_policy_map_load", map_load(path, out));
+}
+
+static mxp_status map_save(const mxp_policy_map *m, const char *path)
+{
+    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_save: map is NULL");
+    if (!path) return mxp__fail(MXP_EINVAL, "mxp_policy_map_save: path is NULL");
     size_t len;
     mxp_status s = mxp_policy_map_format(m, NULL, 0, &len);
     if (s != MXP_OK) return s;
@@ -861,6 +902,11 @@ mxp_status mxp_policy_map_save(const mxp_policy_map *m, const char *path)
     return ok ? MXP_OK : mxp__fail(MXP_EIO, "error writing policy map file '%s'", path);
 }
 
+mxp_status mxp_policy_map_save(const mxp_policy_map *m, const char *path)
+{
+    return mxp__in("mxp_policy_map_save", map_save(m, path));
+}
+
 /* ---- apply_policy ------------------------------------------------------------------------- */
 
 static bool in_list(const char *op, const char *const *list, size_t n)
@@ -870,18 +916,18 @@ static bool in_list(const char *op, const char *const *list, size_t n)
     return false;
 }
 
-mxp_status mxp_policy_map_apply(mxp_policy_map *m, const mxp_layer *layers, size_t n,
-                                const mxp_policy *p, const mxp_layer_select *sel, size_t *n_applied)
+static mxp_status map_apply(mxp_policy_map *m, const mxp_layer *layers, size_t n, const mxp_policy *p,
+                            const mxp_layer_select *sel, size_t *n_applied)
 {
-    if (!m || !p) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: map and policy must be non-NULL");
-    if (!layers && n > 0) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: NULL layers with n = %zu", n);
-    mxp_status s = mxp_policy_validate(p);
+    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: map is NULL");
+    if (!p) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: policy is NULL");
+    if (!layers && n > 0) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: layers is NULL with n = %zu", n);
+    mxp_status s = mxp__policy_check("mxp_policy_map_apply", p);
     if (s != MXP_OK) return s;
     for (size_t i = 0; i < n; i++) {
-        if (!layers[i].path || !layers[i].path[0] || !layers[i].op)
-            return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: layer %zu has a NULL or empty path or "
-                                         "a NULL op",
-                             i);
+        if (!layers[i].path) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: layers[%zu].path is NULL", i);
+        if (!layers[i].path[0]) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: layers[%zu].path is empty", i);
+        if (!layers[i].op) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: layers[%zu].op is NULL", i);
     }
     static const mxp_layer_select all = {NULL, 0, NULL, 0, NULL, NULL};
     if (!sel) sel = &all;
@@ -948,4 +994,10 @@ mxp_status mxp_policy_map_apply(mxp_policy_map *m, const mxp_layer *layers, size
     invalidate(m);
     if (n_applied) *n_applied = selected;
     return MXP_OK;
+}
+
+mxp_status mxp_policy_map_apply(mxp_policy_map *m, const mxp_layer *layers, size_t n,
+                                const mxp_policy *p, const mxp_layer_select *sel, size_t *n_applied)
+{
+    return mxp__in("mxp_policy_map_apply", map_apply(m, layers, n, p, sel, n_applied));
 }

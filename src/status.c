@@ -3,6 +3,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -36,5 +37,36 @@ mxp_status mxp__fail(mxp_status s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    return s;
+}
+
+const char *mxp__error_body(void)
+{
+    size_t k = 0;
+    if (strncmp(last_error, "mxp_", 4) == 0) {
+        k = 4;
+        while (last_error[k] == '_' || (last_error[k] >= 'a' && last_error[k] <= 'z') ||
+               (last_error[k] >= '0' && last_error[k] <= '9'))
+            k++;
+        k = last_error[k] == ':' && last_error[k + 1] == ' ' ? k + 2 : 0;
+    }
+    return last_error + k;
+}
+
+mxp_status mxp__in(const char *fn, mxp_status s)
+{
+    if (s == MXP_OK) return s;
+    const size_t n = strlen(fn);
+    if (strncmp(last_error, fn, n) == 0 && last_error[n] == ':') return s;
+    /* another function's head ("mxp_policy_map_parse: " inside mxp_policy_map_load) is replaced */
+    const size_t skip = (size_t)(mxp__error_body() - last_error);
+    /* the message moves right by the new head (its end is cut at the buffer's size) */
+    const size_t len = strlen(last_error + skip), head = n + 2 < sizeof last_error ? n + 2 : sizeof last_error - 1;
+    const size_t keep = len < sizeof last_error - 1 - head ? len : sizeof last_error - 1 - head;
+    memmove(last_error + head, last_error + skip, keep);
+    last_error[head + keep] = '\0';
+    memcpy(last_error, fn, head - 2);
+    last_error[head - 2] = ':';
+    last_error[head - 1] = ' ';
     return s;
 }

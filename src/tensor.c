@@ -6,6 +6,7 @@
  * array of node pointers in insertion order, and an open-addressing hash index name -> slot
  * (linear probing, power-of-two capacity, load <= 1/2) for O(1) lookup.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,50 +43,71 @@ static bool same_shape(const mxp_tensor *a, const mxp_tensor *b)
 }
 
 /* Valid: ndim in range, dtype valid, size representable, data present when there are bytes. */
-static mxp_status check_tensor(const mxp_tensor *t, const char *role)
+/* role: "src" / "dst" (arg true: the tensor is that argument) or "source" / "destination" (a
+ * tree's leaf). */
+static mxp_status check_tensor(const char *fn, const mxp_tensor *t, const char *role, bool arg)
 {
     const char *name = t->name ? t->name : "(unnamed)";
     if (t->ndim < 0 || t->ndim > MXP_TENSOR_MAX_NDIM)
-        return mxp__fail(MXP_EINVAL, "%s tensor '%s': ndim %d outside 0..%d", role, name, t->ndim,
+        return mxp__fail(MXP_EINVAL, "%s: %s tensor '%s': ndim %d outside 0..%d", fn, role, name, t->ndim,
                          MXP_TENSOR_MAX_NDIM);
     if (!mxp__dtype_valid(t->dtype))
-        return mxp__fail(MXP_EINVAL, "%s tensor '%s': invalid dtype %d", role, name, (int)t->dtype);
+        return mxp__fail(MXP_EINVAL, "%s: %s tensor '%s': invalid dtype %d", fn, role, name,
+                         (int)t->dtype);
     bool empty = false;
     for (int i = 0; i < t->ndim; i++) empty = empty || t->shape[i] == 0;
     size_t bytes = 0;
     if (!empty && (mxp_tensor_nbytes(t) == 0 ||
                    !mxp__span_ok(t->data, mxp_tensor_numel(t), mxp_dtype_size(t->dtype), &bytes)))
-        return mxp__fail(MXP_EINVAL, "%s tensor '%s': byte size overflows (more than PTRDIFF_MAX "
-                         "bytes, or past the end of the address space)", role, name);
-    if (!empty && !t->data) return mxp__fail(MXP_EINVAL, "%s tensor '%s': NULL data", role, name);
+        return mxp__fail(MXP_EINVAL, "%s: %s tensor '%s': byte size overflows (more than "
+                         "PTRDIFF_MAX bytes, or past the end of the address space)", fn, role, name);
+    if (!empty && !t->data && arg)
+        return mxp__fail(MXP_EINVAL, "%s: %s->data is NULL (tensor '%s' has %zu bytes)", fn, role, name, bytes);
+    if (!empty && !t->data)
+        return mxp__fail(MXP_EINVAL, "%s: %s tensor '%s' has %zu bytes, but its data is NULL", fn, role, name,
+                         bytes);
     return MXP_OK;
 }
 
+/* t's shape as "[2, 3]" into out (a valid tensor: ndim in 0..MXP_TENSOR_MAX_NDIM; 8 dimensions of
+ * 20 digits fit in 200 bytes). */
+static const char *shape_text(const mxp_tensor *t, char out[200])
+{
+    size_t n = 0;
+    out[n++] = '[';
+    for (int i = 0; i < t->ndim; i++)
+        n += (size_t)snprintf(out + n, 200 - n, "%s%zu", i ? ", " : "", t->shape[i]);
+    snprintf(out + n, 200 - n, "]");
+    return out;
+}
+
 /* Everything mxp_tensor_cast_into checks, without writing. */
-static mxp_status check_leaf_cast(const mxp_tensor *dst, const mxp_tensor *src, mxp_dtype dtype)
+static mxp_status check_leaf_cast(const char *fn, const mxp_tensor *dst, const mxp_tensor *src, mxp_dtype dtype,
+                                  bool args)
 {
     mxp_status s;
-    if ((s = check_tensor(src, "source")) != MXP_OK) return s;
-    if ((s = check_tensor(dst, "destination")) != MXP_OK) return s;
+    if ((s = check_tensor(fn, src, args ? "src" : "source", args)) != MXP_OK) return s;
+    if ((s = check_tensor(fn, dst, args ? "dst" : "destination", args)) != MXP_OK) return s;
     const char *sn = src->name ? src->name : "(unnamed)";
     const char *dn = dst->name ? dst->name : "(unnamed)";
-    if (!same_shape(dst, src))
-        return mxp__fail(MXP_EINVAL, "shape mismatch: source tensor '%s' has ndim %d, destination "
-                                     "'%s' ndim %d or a different dimension",
-                         sn, src->ndim, dn, dst->ndim);
+    if (!same_shape(dst, src)) {
+        char ss[200], ds[200];
+        return mxp__fail(MXP_EINVAL, "%s: shape mismatch: source tensor '%s' is %s, destination '%s' is %s", fn, sn,
+                         shape_text(src, ss), dn, shape_text(dst, ds));
+    }
     mxp_dtype want = mxp_dtype_is_floating(src->dtype) ? dtype : src->dtype;
     /* Buffers may be the very same (same size elements, converted in place) or disjoint. */
     uintptr_t d0 = (uintptr_t)dst->data, s0 = (uintptr_t)src->data;
     size_t db = mxp_tensor_nbytes(dst), sb = mxp_tensor_nbytes(src);
     bool same = d0 == s0 && mxp_dtype_size(dst->dtype) == mxp_dtype_size(src->dtype);
     if (db && sb && !same && d0 < s0 + sb && s0 < d0 + db)
-        return mxp__fail(MXP_EINVAL, "tensors '%s' and '%s' overlap in memory (only the very same buffer "
-                                     "with same-size elements is allowed)",
-                         sn, dn);
+        return mxp__fail(MXP_EINVAL, "%s: tensors '%s' and '%s' overlap in memory (only the very "
+                                     "same buffer with same-size elements is allowed)",
+                         fn, sn, dn);
     if (dst->dtype != want)
-        return mxp__fail(MXP_EINVAL, "dtype mismatch: source tensor '%s' (%s) needs a %s destination, "
-                                     "but '%s' is %s%s",
-                         sn, mxp_dtype_name(src->dtype), mxp_dtype_name(want), dn,
+        return mxp__fail(MXP_EINVAL, "%s: dtype mismatch: source tensor '%s' (%s) needs a %s "
+                                     "destination, but '%s' is %s%s",
+                         fn, sn, mxp_dtype_name(src->dtype), mxp_dtype_name(want), dn,
                          mxp_dtype_name(dst->dtype),
                          mxp_dtype_is_floating(src->dtype) ? ""
                                                            : " (integer and bool leaves are never converted)");
@@ -93,27 +115,44 @@ static mxp_status check_leaf_cast(const mxp_tensor *dst, const mxp_tensor *src, 
 }
 
 /* The write half of a leaf cast; arguments already checked. */
-static mxp_status write_leaf(mxp_tensor *dst, const mxp_tensor *src, const mxp_convert_opts *opts)
+static mxp_status write_leaf(const char *fn, mxp_tensor *dst, const mxp_tensor *src, const mxp_convert_opts *opts)
 {
     size_t n = mxp_tensor_numel(src);
     if (n == 0) return MXP_OK;
     if (mxp_dtype_is_floating(src->dtype)) {
         if (dst->data == src->data && dst->dtype == src->dtype) return MXP_OK;
-        return mxp_convert_ex(dst->data, dst->dtype, src->data, src->dtype, n, opts);
+        return mxp__convert(fn, dst->data, dst->dtype, src->data, src->dtype, n, opts);
     }
     if (dst->data != src->data) memmove(dst->data, src->data, n * mxp_dtype_size(src->dtype));
+    return MXP_OK;
+}
+
+/* The message names the function and the option, as mxp_convert_ex's does (the sweep in
+ * tests/test_bad_args.c: "invalid rounding mode 99" said neither). */
+static mxp_status check_opts(const char *fn, const mxp_convert_opts *opts)
+{
+    if (!opts) return MXP_OK;
+    if (opts->rounding != MXP_ROUND_NEAREST_EVEN && opts->rounding != MXP_ROUND_STOCHASTIC)
+        return mxp__fail(MXP_EINVAL, "%s: opts->rounding = %d is not a rounding mode (expected "
+                         "MXP_ROUND_NEAREST_EVEN or MXP_ROUND_STOCHASTIC)", fn, (int)opts->rounding);
+    if (opts->threads < 0)
+        return mxp__fail(MXP_EINVAL, "%s: opts->threads = %d is negative (expected 0, 1 or a thread count)",
+                         fn, opts->threads);
     return MXP_OK;
 }
 
 mxp_status mxp_tensor_cast_into(mxp_tensor *dst, const mxp_tensor *src, mxp_dtype dtype,
                                 const mxp_convert_opts *opts)
 {
-    if (!dst || !src) return mxp__fail(MXP_EINVAL, "mxp_tensor_cast_into: dst and src must be non-NULL");
+    static const char fn[] = "mxp_tensor_cast_into";
+    if (!dst) return mxp__fail(MXP_EINVAL, "%s: dst is NULL", fn);
+    if (!src) return mxp__fail(MXP_EINVAL, "%s: src is NULL", fn);
     if (!mxp_dtype_is_floating(dtype))
-        return mxp__fail(MXP_EINVAL, "cannot cast to %s (%d): casts target floating dtypes only",
+        return mxp__fail(MXP_EINVAL, "%s: cannot cast to dtype %s (%d): casts target floating dtypes only", fn,
                          mxp_dtype_name(dtype), (int)dtype);
-    mxp_status s = check_leaf_cast(dst, src, dtype);
-    return s != MXP_OK ? s : write_leaf(dst, src, opts);
+    mxp_status s = check_opts(fn, opts);
+    if (s == MXP_OK) s = check_leaf_cast(fn, dst, src, dtype, true);
+    return s != MXP_OK ? s : write_leaf(fn, dst, src, opts);
 }
 
 /* ---- trees -------------------------------------------------------------------------------- */
@@ -183,19 +222,19 @@ static long find_pos(const mxp_tree *t, const char *name)
 }
 
 /* Make room for one more node: grow the node array and, at load 1/2, rebuild the index. */
-static mxp_status reserve_one(mxp_tree *t)
+static mxp_status reserve_one(mxp_tree *t, const char *fn)
 {
     if (t->count == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 8;
         node **nn = realloc(t->nodes, nc * sizeof *nn);
-        if (!nn) return mxp__fail(MXP_ENOMEM, "tree: out of memory growing to %zu tensors", nc);
+        if (!nn) return mxp__fail(MXP_ENOMEM, "%s: out of memory growing the tree to %zu tensors", fn, nc);
         t->nodes = nn;
         t->cap = nc;
     }
     if ((t->count + 1) * 2 > t->index_cap) {
         size_t ic = t->index_cap ? t->index_cap * 2 : 16;
         size_t *ix = calloc(ic, sizeof *ix);
-        if (!ix) return mxp__fail(MXP_ENOMEM, "tree: out of memory growing the name index");
+        if (!ix) return mxp__fail(MXP_ENOMEM, "%s: out of memory growing the tree's name index", fn);
         free(t->index);
         t->index = ix;
         t->index_cap = ic;
@@ -210,7 +249,8 @@ static mxp_status reserve_one(mxp_tree *t)
 static mxp_status add_node(mxp_tree *t, const char *name, mxp_dtype dtype, int ndim,
                            const size_t *shape, void *data, bool borrow, const char *fn)
 {
-    if (!t || !name) return mxp__fail(MXP_EINVAL, "%s: tree and name must be non-NULL", fn);
+    if (!t) return mxp__fail(MXP_EINVAL, "%s: tree is NULL", fn);
+    if (!name) return mxp__fail(MXP_EINVAL, "%s: name is NULL", fn);
     if (!*name) return mxp__fail(MXP_EINVAL, "%s: empty tensor name", fn);
     if (!mxp__dtype_valid(dtype))
         return mxp__fail(MXP_EINVAL, "%s: tensor '%s' has invalid dtype %d", fn, name, (int)dtype);
@@ -218,7 +258,7 @@ static mxp_status add_node(mxp_tree *t, const char *name, mxp_dtype dtype, int n
         return mxp__fail(MXP_EINVAL, "%s: tensor '%s' has ndim %d outside 0..%d", fn, name, ndim,
                          MXP_TENSOR_MAX_NDIM);
     if (ndim > 0 && !shape)
-        return mxp__fail(MXP_EINVAL, "%s: tensor '%s' has ndim %d but a NULL shape", fn, name, ndim);
+        return mxp__fail(MXP_EINVAL, "%s: tensor '%s' has ndim %d, but shape is NULL", fn, name, ndim);
     mxp_tensor tt = {NULL, dtype, ndim, {0}, NULL};
     bool empty = false;
     for (int i = 0; i < ndim; i++) {
@@ -229,15 +269,18 @@ static mxp_status add_node(mxp_tree *t, const char *name, mxp_dtype dtype, int n
     /* n * size must fit in ptrdiff_t (no object is larger; also keeps the 64-byte rounding
      * below from wrapping), and a borrowed buffer must not run past the address space */
     if (!empty && (mxp_tensor_nbytes(&tt) == 0 ||
-                   !mxp__span_ok(borrow ? data : NULL, mxp_tensor_numel(&tt), mxp_dtype_size(dtype),
-                                 &bytes)))
+                   !mxp__span_ok(NULL, mxp_tensor_numel(&tt), mxp_dtype_size(dtype), &bytes)))
         return mxp__fail(MXP_EINVAL, "%s: tensor '%s' is too large (byte size overflows or exceeds "
                          "PTRDIFF_MAX)", fn, name);
+    size_t span;
+    if (!empty && borrow && !mxp__span_ok(data, mxp_tensor_numel(&tt), mxp_dtype_size(dtype), &span))
+        return mxp__fail(MXP_EINVAL, "%s: tensor '%s': data + %zu bytes runs past the end of the address space",
+                         fn, name, bytes);
     if (borrow && bytes > 0 && !data)
-        return mxp__fail(MXP_EINVAL, "%s: tensor '%s' has %zu bytes but NULL data", fn, name, bytes);
+        return mxp__fail(MXP_EINVAL, "%s: tensor '%s' has %zu bytes, but data is NULL", fn, name, bytes);
     if (find_pos(t, name) >= 0)
         return mxp__fail(MXP_EEXIST, "%s: a tensor named '%s' is already in the tree", fn, name);
-    mxp_status s = reserve_one(t);
+    mxp_status s = reserve_one(t, fn);
     if (s != MXP_OK) return s;
 
     node *n = calloc(1, sizeof *n);
@@ -299,9 +342,13 @@ const mxp_tensor *mxp_tree_get(const mxp_tree *t, const char *name)
 
 mxp_status mxp_tree_find(const mxp_tree *t, const char *name, const mxp_tensor **out)
 {
-    if (!t || !name || !out) return mxp__fail(MXP_EINVAL, "mxp_tree_find: tree, name and out must be non-NULL");
+    if (!t) return mxp__fail(MXP_EINVAL, "mxp_tree_find: tree is NULL");
+    if (!name) return mxp__fail(MXP_EINVAL, "mxp_tree_find: name is NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "mxp_tree_find: out is NULL");
     long k = find_pos(t, name);
-    if (k < 0) return mxp__fail(MXP_ENOTFOUND, "no tensor named '%s' in the tree (%zu tensors)", name, t->count);
+    if (k < 0)
+        return mxp__fail(MXP_ENOTFOUND, "mxp_tree_find: no tensor named '%s' in the tree (%zu tensors)", name,
+                         t->count);
     *out = &t->nodes[k]->t;
     return MXP_OK;
 }
@@ -326,14 +373,14 @@ size_t mxp_tree_numel(const mxp_tree *t)
 
 /* A new tree with src's names and shapes; floating leaves of dtype `to` (or their own dtype when
  * to is negative), zero-filled. */
-static mxp_status alloc_like(const mxp_tree *src, int to, mxp_tree **out)
+static mxp_status alloc_like(const char *fn, const mxp_tree *src, int to, mxp_tree **out)
 {
     mxp_tree *t = mxp_tree_new();
-    if (!t) return MXP_ENOMEM;
+    if (!t) return mxp__fail(MXP_ENOMEM, "%s: out of memory", fn);
     for (size_t i = 0; i < src->count; i++) {
         const mxp_tensor *s = &src->nodes[i]->t;
         mxp_dtype d = (to >= 0 && mxp_dtype_is_floating(s->dtype)) ? (mxp_dtype)to : s->dtype;
-        mxp_status st = add_node(t, s->name, d, s->ndim, s->shape, NULL, false, "tree cast");
+        mxp_status st = add_node(t, s->name, d, s->ndim, s->shape, NULL, false, fn);
         if (st != MXP_OK) {
             mxp_tree_free(t);
             return st;
@@ -353,7 +400,7 @@ static uint64_t mix_seed(uint64_t seed, size_t i)
 }
 
 /* Write every leaf of src into its namesake in dst (already validated). */
-static mxp_status write_all(mxp_tree *dst, const mxp_tree *src, const mxp_convert_opts *opts)
+static mxp_status write_all(const char *fn, mxp_tree *dst, const mxp_tree *src, const mxp_convert_opts *opts)
 {
     for (size_t i = 0; i < src->count; i++) {
         const mxp_tensor *s = &src->nodes[i]->t;
@@ -364,69 +411,63 @@ static mxp_status write_all(mxp_tree *dst, const mxp_tree *src, const mxp_conver
             if (o.rounding == MXP_ROUND_STOCHASTIC) o.seed = mix_seed(opts->seed, i);
             op = &o;
         }
-        mxp_status st = write_leaf(d, s, op);
+        mxp_status st = write_leaf(fn, d, s, op);
         if (st != MXP_OK) return st;
     }
     return MXP_OK;
 }
 
-/* The message names the function and the option, as mxp_convert_ex's does (the sweep in
- * tests/test_bad_args.c: "invalid rounding mode 99" said neither). */
-static mxp_status check_opts(const char *fn, const mxp_convert_opts *opts)
+mxp_status mxp__tree_cast_into(const char *fn, mxp_tree *dst, const mxp_tree *src, mxp_dtype dtype,
+                               const mxp_convert_opts *opts)
 {
-    if (!opts) return MXP_OK;
-    if (opts->rounding != MXP_ROUND_NEAREST_EVEN && opts->rounding != MXP_ROUND_STOCHASTIC)
-        return mxp__fail(MXP_EINVAL, "%s: opts->rounding = %d is not a rounding mode (expected "
-                         "MXP_ROUND_NEAREST_EVEN or MXP_ROUND_STOCHASTIC)", fn, (int)opts->rounding);
-    if (opts->threads < 0)
-        return mxp__fail(MXP_EINVAL, "%s: opts->threads = %d is negative (expected 0, 1 or a thread count)",
-                         fn, opts->threads);
-    return MXP_OK;
-}
-
-mxp_status mxp_tree_cast_into_ex(mxp_tree *dst, const mxp_tree *src, mxp_dtype dtype,
-                                 const mxp_convert_opts *opts)
-{
-    if (!dst || !src) return mxp__fail(MXP_EINVAL, "mxp_tree_cast_into: dst and src must be non-NULL");
+    if (!dst) return mxp__fail(MXP_EINVAL, "%s: dst is NULL", fn);
+    if (!src) return mxp__fail(MXP_EINVAL, "%s: src is NULL", fn);
     if (!mxp_dtype_is_floating(dtype))
-        return mxp__fail(MXP_EINVAL, "cannot cast a tree to %s (%d): casts target floating dtypes only",
-                         mxp_dtype_name(dtype), (int)dtype);
-    mxp_status s = check_opts("mxp_tree_cast_into_ex", opts);
+        return mxp__fail(MXP_EINVAL, "%s: cannot cast a tree to dtype %s (%d): casts target floating dtypes only",
+                         fn, mxp_dtype_name(dtype), (int)dtype);
+    mxp_status s = check_opts(fn, opts);
     if (s != MXP_OK) return s;
     if (dst->count != src->count)
-        return mxp__fail(MXP_EINVAL, "tree cast: destination has %zu tensors, source %zu", dst->count,
+        return mxp__fail(MXP_EINVAL, "%s: the destination tree has %zu tensors, the source %zu", fn, dst->count,
                          src->count);
     for (size_t i = 0; i < src->count; i++) {
         const mxp_tensor *st = &src->nodes[i]->t;
         long k = find_pos(dst, st->name);
         if (k < 0)
-            return mxp__fail(MXP_ENOTFOUND, "tree cast: source tensor '%s' has no namesake in the "
-                                            "destination tree",
+            return mxp__fail(MXP_ENOTFOUND, "%s: source tensor '%s' has no namesake in the destination tree", fn,
                              st->name);
-        if ((s = check_leaf_cast(&dst->nodes[k]->t, st, dtype)) != MXP_OK) return s;
+        if ((s = check_leaf_cast(fn, &dst->nodes[k]->t, st, dtype, false)) != MXP_OK) return s;
         if (dst == src && dst->nodes[k]->t.dtype != st->dtype)
-            return mxp__fail(MXP_EINVAL, "tree cast in place: '%s' would change dtype", st->name);
+            return mxp__fail(MXP_EINVAL, "%s: casting a tree in place would change the dtype of '%s'", fn,
+                             st->name);
     }
-    return write_all(dst, src, opts);
+    return write_all(fn, dst, src, opts);
+}
+
+mxp_status mxp_tree_cast_into_ex(mxp_tree *dst, const mxp_tree *src, mxp_dtype dtype,
+                                 const mxp_convert_opts *opts)
+{
+    return mxp__tree_cast_into("mxp_tree_cast_into_ex", dst, src, dtype, opts);
 }
 
 mxp_status mxp_tree_cast_into(mxp_tree *dst, const mxp_tree *src, mxp_dtype dtype)
 {
-    return mxp_tree_cast_into_ex(dst, src, dtype, NULL);
+    return mxp__tree_cast_into("mxp_tree_cast_into", dst, src, dtype, NULL);
 }
 
-mxp_status mxp_tree_cast_ex(const mxp_tree *src, mxp_dtype dtype, const mxp_convert_opts *opts,
-                            mxp_tree **out)
+mxp_status mxp__tree_cast(const char *fn, const mxp_tree *src, mxp_dtype dtype, const mxp_convert_opts *opts,
+                          mxp_tree **out)
 {
-    if (!src || !out) return mxp__fail(MXP_EINVAL, "mxp_tree_cast: src and out must be non-NULL");
+    if (!src) return mxp__fail(MXP_EINVAL, "%s: src is NULL", fn);
+    if (!out) return mxp__fail(MXP_EINVAL, "%s: out is NULL", fn);
     if (!mxp_dtype_is_floating(dtype))
-        return mxp__fail(MXP_EINVAL, "cannot cast a tree to %s (%d): casts target floating dtypes only",
-                         mxp_dtype_name(dtype), (int)dtype);
-    mxp_status s = check_opts("mxp_tree_cast_ex", opts);
+        return mxp__fail(MXP_EINVAL, "%s: cannot cast a tree to dtype %s (%d): casts target floating dtypes only",
+                         fn, mxp_dtype_name(dtype), (int)dtype);
+    mxp_status s = check_opts(fn, opts);
     if (s != MXP_OK) return s;
     mxp_tree *t;
-    if ((s = alloc_like(src, (int)dtype, &t)) != MXP_OK) return s;
-    if ((s = write_all(t, src, opts)) != MXP_OK) {
+    if ((s = alloc_like(fn, src, (int)dtype, &t)) != MXP_OK) return s;
+    if ((s = write_all(fn, t, src, opts)) != MXP_OK) {
         mxp_tree_free(t);
         return s;
     }
@@ -434,16 +475,23 @@ mxp_status mxp_tree_cast_ex(const mxp_tree *src, mxp_dtype dtype, const mxp_conv
     return MXP_OK;
 }
 
+mxp_status mxp_tree_cast_ex(const mxp_tree *src, mxp_dtype dtype, const mxp_convert_opts *opts,
+                            mxp_tree **out)
+{
+    return mxp__tree_cast("mxp_tree_cast_ex", src, dtype, opts, out);
+}
+
 mxp_status mxp_tree_cast(const mxp_tree *src, mxp_dtype dtype, mxp_tree **out)
 {
-    return mxp_tree_cast_ex(src, dtype, NULL, out);
+    return mxp__tree_cast("mxp_tree_cast", src, dtype, NULL, out);
 }
 
 mxp_status mxp_tree_clone(const mxp_tree *src, mxp_tree **out)
 {
-    if (!src || !out) return mxp__fail(MXP_EINVAL, "mxp_tree_clone: src and out must be non-NULL");
+    if (!src) return mxp__fail(MXP_EINVAL, "mxp_tree_clone: src is NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "mxp_tree_clone: out is NULL");
     mxp_tree *t;
-    mxp_status s = alloc_like(src, -1, &t);
+    mxp_status s = alloc_like("mxp_tree_clone", src, -1, &t);
     if (s != MXP_OK) return s;
     for (size_t i = 0; i < src->count; i++) {
         size_t bytes = mxp_tensor_nbytes(&src->nodes[i]->t);

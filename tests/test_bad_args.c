@@ -9,9 +9,11 @@
  * arguments. Each sweep below calls its function once per bad argument with the others valid,
  * and checks what the function's header comment promises for that input:
  *   - the return value and status;
- *   - the message, cleared before the call so that a stale one cannot pass for it, must
- *     contain a given word (the argument's name, or the name the message uses for it, or the
- *     bad value), as a whole word;
+ *   - the message, cleared before the call so that a stale one cannot pass for it, must name
+ *     the function called and contain a given word (the argument's name, or the name the
+ *     message uses for it, or the bad value), as a whole word; for a NULL argument it must say
+ *     "<word> is NULL", so that a message listing every pointer ("a, b and c must be
+ *     non-NULL") does not pass;
  *   - output buffers given as valid pointers hold a canary pattern that must survive
  *     ("untouched on failure");
  *   - arguments documented to accept NULL (free functions, a NULL default policy, optional
@@ -61,8 +63,53 @@ static bool has_word(const char *msg, const char *word)
     return false;
 }
 
-/* The current message must be non-empty and contain `words`: '|'-separated alternatives, any
- * one of which suffices (e.g. "p|policy": the parameter p, which messages call the policy). */
+/* True when msg says that `word` is the NULL one: "word is NULL", where word may carry an
+ * index or a member ("layers[2] is NULL", "layers[2].path is NULL", "src->data is NULL"). A message that lists
+ * several arguments ("a, b and c must be non-NULL") does not say which one was NULL. */
+static bool names_null(const char *msg, const char *word)
+{
+    const size_t len = strlen(word);
+    for (const char *p = strstr(msg, word); p; p = strstr(p + 1, word)) {
+        const char before = p == msg ? ' ' : p[-1];
+        if (before == '_' || (before >= '0' && before <= '9') || ((before | 32) >= 'a' && (before | 32) <= 'z'))
+            continue;
+        const char *q = p + len;
+        if (*q == '[') {
+            while (*q && *q != ']') q++;
+            if (*q) q++;
+        }
+        if (*q == '.' || (q[0] == '-' && q[1] == '>'))
+            for (q += *q == '.' ? 1 : 2; *q == '_' || ((*q | 32) >= 'a' && (*q | 32) <= 'z'); q++) continue;
+        if (strncmp(q, " is NULL", 8) == 0) return true;
+    }
+    return false;
+}
+
+/* The function of the sweep row being run (run_row sets it). */
+static const char *current_row = "";
+
+/* The function a message about `call` must name, into buf: the row's function when the call
+ * text names it (a call such as "borrowed ? mxp_tree_add_borrowed(...) : mxp_tree_add(...)"
+ * names both), else the first identifier of the call that starts with "mxp_" (a sweep that
+ * calls another function on purpose), else the row's function (a call through a helper macro
+ * or a function pointer). */
+static void called_function(const char *call, char *buf, size_t cap)
+{
+    const char *p = strstr(call, "mxp_");
+    size_t n = 0;
+    if (p)
+        while (p[n] == '_' || (p[n] >= '0' && p[n] <= '9') || ((p[n] | 32) >= 'a' && (p[n] | 32) <= 'z'))
+            n++;
+    if (!p || has_word(call, current_row))
+        snprintf(buf, cap, "%s", current_row);
+    else
+        snprintf(buf, cap, "%.*s", (int)n, p);
+}
+
+/* The current message must be non-empty, name the function called (called_function), and
+ * contain `words`: '|'-separated alternatives, any one of
+ * which suffices (e.g. "p|policy": the parameter p, which messages call the policy). A message
+ * about a NULL argument must say which alternative is NULL (names_null). */
 static void check_message(const char *call, int line, const char *words)
 {
     const char *msg = mxp_last_error();
@@ -70,15 +117,21 @@ static void check_message(const char *call, int line, const char *words)
     /* MXP_TEST_VERBOSE=1 lists every message, to read them all at once */
     const char *verbose = getenv("MXP_TEST_VERBOSE");
     if (verbose && *verbose == '1') printf("line %d: %s\n    -> %s\n", line, call, msg);
+    char fn[128];
+    called_function(call, fn, sizeof fn);
+    if (*fn && !has_word(msg, fn))
+        fail_msg("line %d: %s: the message \"%s\" does not name the function %s", line, call, msg, fn);
+    const bool null = has_word(msg, "NULL");
     char buf[128];
     for (const char *w = words; *w;) {
         const size_t n = strcspn(w, "|");
         snprintf(buf, sizeof buf, "%.*s", (int)n, w);
-        if (has_word(msg, buf)) return;
+        if (null ? names_null(msg, buf) : has_word(msg, buf)) return;
         w += n;
         if (*w == '|') w++;
     }
-    fail_msg("line %d: %s: the message \"%s\" does not name %s", line, call, msg, words);
+    fail_msg("line %d: %s: the message \"%s\" does not %s %s", line, call, msg,
+             null ? "say which is NULL of" : "name", words);
 }
 
 static void check_status(const char *call, int line, mxp_status got, mxp_status want,
@@ -327,7 +380,8 @@ static void sweep_tensor_cast_into(void)
     float s[4] = {1, 2, 3, 4};
     uint16_t d[4];
     fill(d, sizeof d);
-    mxp_tensor src = {"src", MXP_FLOAT32, 1, {4}, s}, dst = {"dst", MXP_FLOAT16, 1, {4}, d};
+    /* tensor names unlike the argument names, so that a message must name the argument itself */
+    mxp_tensor src = {"w_in", MXP_FLOAT32, 1, {4}, s}, dst = {"w_out", MXP_FLOAT16, 1, {4}, d};
     EINVAL("dst", mxp_tensor_cast_into(NULL, &src, MXP_FLOAT16, NULL));
     EINVAL("src", mxp_tensor_cast_into(&dst, NULL, MXP_FLOAT16, NULL));
     EINVAL("dtype|99", mxp_tensor_cast_into(&dst, &src, BAD_DTYPE, NULL));
@@ -353,7 +407,20 @@ static void sweep_tensor_cast_into(void)
     bd = dst;
     bd.data = NULL;
     EINVAL("dst", mxp_tensor_cast_into(&bd, &src, MXP_FLOAT16, NULL));
+    bd = dst;
+    bd.shape[0] = 3; /* a shape unlike src's */
+    EINVAL("shape", mxp_tensor_cast_into(&bd, &src, MXP_FLOAT16, NULL));
+    bd = dst;
+    bd.dtype = MXP_BFLOAT16; /* not the dtype asked for */
+    EINVAL("dtype", mxp_tensor_cast_into(&bd, &src, MXP_FLOAT16, NULL));
     UNTOUCHED(d);
+    /* a destination that overlaps the source without being the same buffer: 4 float16 written
+     * from the source's third byte on would overwrite source values not yet read */
+    float o[4] = {1, 2, 3, 4};
+    const float o0[4] = {1, 2, 3, 4};
+    mxp_tensor osrc = {"w_in", MXP_FLOAT32, 1, {4}, o}, odst = {"w_out", MXP_FLOAT16, 1, {4}, (char *)o + 2};
+    EINVAL("overlap", mxp_tensor_cast_into(&odst, &osrc, MXP_FLOAT16, NULL));
+    assert_memory_equal(o, o0, sizeof o);
     ACCEPTS(mxp_tensor_cast_into(&dst, &src, MXP_FLOAT16, NULL));
 }
 
@@ -387,6 +454,8 @@ static void sweep_add(bool borrowed)
     EINVAL("shape|byte", ADD(t, "a", MXP_FLOAT32, 2, huge, data));
     EINVAL("shape|byte", ADD(t, "a", MXP_FLOAT32, 1, big, data));
     if (borrowed) EINVAL("data", ADD(t, "a", MXP_FLOAT32, 1, shape, NULL));
+    /* 16 bytes from 8 bytes before the end of the address space (never dereferenced) */
+    if (borrowed) EINVAL("data", ADD(t, "a", MXP_FLOAT32, 1, shape, (void *)(UINTPTR_MAX - 7)));
     assert_int_equal(mxp_tree_count(t), 0);
     /* documented NULLs: shape with ndim 0; data for an owned tensor (zero-filled) */
     ACCEPTS(ADD(t, "scalar", MXP_FLOAT32, 0, NULL, data));
@@ -1250,7 +1319,40 @@ static void sweep_tree_select(void)
         EINVAL("a", mxp_tree_select(pred, out, NULL, b));
         EINVAL("b", mxp_tree_select(pred, out, a, NULL));
     }
+    mxp_tree *one = mxp_tree_new(), *other = mxp_tree_new(), *wide = mxp_tree_new();
+    assert_non_null(one);
+    assert_non_null(other);
+    assert_non_null(wide);
+    const size_t s1[1] = {2}, s4[1] = {4}, s22[2] = {2, 2};
+    assert_int_equal(mxp_tree_add(one, "w", MXP_FLOAT32, 1, s1, NULL), MXP_OK);
+    EINVAL("tensors", mxp_tree_select(true, out, one, b)); /* 1 tensor against 2 */
+    assert_int_equal(mxp_tree_add(other, "w", MXP_FLOAT32, 2, s22, NULL), MXP_OK);
+    assert_int_equal(mxp_tree_add(other, "j", MXP_INT32, 1, s1, NULL), MXP_OK);
+    FAILS(MXP_ENOTFOUND, "'i'|b", mxp_tree_select(false, out, a, other)); /* no "i" in b */
+    assert_int_equal(mxp_tree_add(wide, "w", MXP_FLOAT32, 1, s4, NULL), MXP_OK);
+    assert_int_equal(mxp_tree_add(wide, "i", MXP_INT32, 1, s1, NULL), MXP_OK);
+    EINVAL("shape|'w'", mxp_tree_select(true, out, wide, b)); /* "w" is [4] in a, [2, 2] in out */
     check_tree_untouched(out, __LINE__);
+    /* out's leaf overlapping a's namesake without being the same buffer */
+    float buf[6] = {1, 2, 3, 4, 5, 6};
+    const float buf0[6] = {1, 2, 3, 4, 5, 6};
+    int32_t ib[2] = {1, 2};
+    const size_t *s2 = s22;
+    mxp_tree *ov_out = mxp_tree_new(), *ov_a = mxp_tree_new();
+    assert_non_null(ov_out);
+    assert_non_null(ov_a);
+    assert_int_equal(mxp_tree_add_borrowed(ov_out, "w", MXP_FLOAT32, 2, s2, buf + 2), MXP_OK);
+    assert_int_equal(mxp_tree_add_borrowed(ov_out, "i", MXP_INT32, 1, s1, ib), MXP_OK);
+    assert_int_equal(mxp_tree_add_borrowed(ov_a, "w", MXP_FLOAT32, 2, s2, buf), MXP_OK);
+    assert_int_equal(mxp_tree_add(ov_a, "i", MXP_INT32, 1, s1, NULL), MXP_OK);
+    EINVAL("overlaps", mxp_tree_select(true, ov_out, ov_a, b));
+    assert_memory_equal(buf, buf0, sizeof buf);
+    assert_int_equal(ib[0], 1);
+    mxp_tree_free(ov_a);
+    mxp_tree_free(ov_out);
+    mxp_tree_free(wide);
+    mxp_tree_free(other);
+    mxp_tree_free(one);
     mxp_tree_free(out);
     mxp_tree_free(b);
     mxp_tree_free(a);
@@ -1816,7 +1918,13 @@ static const sweep_row sweeps[] = {
 #define N_SWEEPS (sizeof sweeps / sizeof sweeps[0])
 
 /* cmocka runs each row as a test named after its function; the state is the row. */
-static void run_row(void **state) { ((const sweep_row *)*state)->sweep(); }
+static void run_row(void **state)
+{
+    const sweep_row *row = *state;
+    current_row = row->name;
+    row->sweep();
+    current_row = "";
+}
 
 /* ---- every public function has a row ------------------------------------------------------ */
 

@@ -2,8 +2,10 @@
  * mixprec/status.h - status codes and the per-thread last-error message.
  *
  * Every fallible mixprec function returns an mxp_status. On failure it also records a
- * human-readable message naming the offending input and what was expected; read it with
- * mxp_last_error() from the same thread. No mixprec function prints, aborts or exits.
+ * human-readable message, headed by the name of the function called, that names the offending
+ * input and what was expected ("mxp_tree_find: name is NULL": a NULL argument is named alone);
+ * read it with mxp_last_error() from the same thread. No mixprec function prints, aborts or
+ * exits.
  */
 #ifndef MIXPREC_STATUS_H
 #define MIXPREC_STATUS_H
@@ -40,8 +42,8 @@ MXP_API const char *mxp_status_name(mxp_status s);
 
 /**
  * Detail of the last failure reported by a mixprec call on the calling thread, e.g.
- * "unknown dtype 'f13' in policy 'p=f13' (expected one of: ...)". Returns "" when this thread
- * has seen no failure yet. Successful calls do not clear it.
+ * "mxp_policy_parse: unknown dtype 'f13' in policy 'p=f13' (expected one of: ...)". Returns ""
+ * when this thread has seen no failure yet. Successful calls do not clear it.
  * Thread-safety: the message is thread-local; one thread's failure never changes another's.
  * The pointer stays valid until the next failing mixprec call on this thread; do not free it.
  */
