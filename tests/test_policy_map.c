@@ -1137,6 +1137,49 @@ static void test_save_failure_keeps_old_file(void **state)
     free(text);
 }
 
+/* Messages name the function called, once: a failure inside a shared step (the file read and
+ * the parse inside load, the policy parse inside a config line) carries load's head in place of
+ * the step's, a message quoted inside another loses its own head, and a head added to a message
+ * that already fills the buffer cuts its end, never its start, and stays NUL-terminated. */
+static void test_messages_name_the_function_once(void **state)
+{
+    (void)state;
+    mxp_policy_map *m = NULL;
+    /* a config line whose policy is bad: the policy parser's words, without its head */
+    assert_int_equal(mxp_policy_map_parse("k = c=f13\n", &m), MXP_EPARSE);
+    const char *want = "mxp_policy_map_parse: line 1: key 'k': unknown dtype 'f13'";
+    if (strncmp(mxp_last_error(), want, strlen(want)) != 0) fail_msg("got \"%s\"", mxp_last_error());
+    assert_null(strstr(mxp_last_error() + 1, "mxp_"));
+    /* the same text from a file: load's head, not parse's */
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/mxp_test_pm_head_%d.cfg", (int)getpid());
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("ok = f32\nk = c=f13\n", f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(mxp_policy_map_load(path, &m), MXP_EPARSE);
+    remove(path);
+    want = "mxp_policy_map_load: line 2: key 'k': unknown dtype 'f13'";
+    if (strncmp(mxp_last_error(), want, strlen(want)) != 0) fail_msg("got \"%s\"", mxp_last_error());
+    assert_null(strstr(mxp_last_error() + 1, "mxp_"));
+    assert_null(m);
+    /* a path of 3000 bytes: the read's message fills the 1 KiB buffer before load adds its head */
+    char *longp = malloc(3001);
+    assert_non_null(longp);
+    memset(longp, 'a', 3000);
+    longp[0] = '/';
+    longp[3000] = '\0';
+    assert_int_equal(mxp_policy_map_load(longp, &m), MXP_EIO);
+    const char *msg = mxp_last_error();
+    want = "mxp_policy_map_load: cannot open policy map file '/aaa";
+    if (strncmp(msg, want, strlen(want)) != 0) fail_msg("got \"%.80s...\"", msg);
+    const size_t len = strlen(msg);
+    assert_true(len > 900 && len < 1024);
+    for (size_t i = strlen(want); i < len; i++) assert_int_equal(msg[i], 'a'); /* the cut end */
+    free(longp);
+    assert_null(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1158,6 +1201,7 @@ int main(void)
         cmocka_unit_test_setup(test_build_is_linear_counted, reset_globals),
         cmocka_unit_test_setup(test_load_bounded, reset_globals),
         cmocka_unit_test_setup(test_save_failure_keeps_old_file, reset_globals),
+        cmocka_unit_test_setup(test_messages_name_the_function_once, reset_globals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
