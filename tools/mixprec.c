@@ -354,8 +354,8 @@ static const char *HELP_INSPECT =
     "  fc.weight   F32    [32, 64]  8192\n"
     "  norm.scale  F32    [32]      128\n"
     "  totals:\n"
-    "    F32                3 tensors           2112 elements             8448 bytes\n"
-    "    all                3 tensors           2112 elements             8448 bytes\n";
+    "    F32  3 tensors  2112 elements  8448 bytes\n"
+    "    all  3 tensors  2112 elements  8448 bytes\n";
 
 static const char *HELP_VALIDATE =
     "usage: mixprec validate IN [--strict]\n"
@@ -487,13 +487,37 @@ static uint64_t total_bytes(const mxst_file *f)
     return b;
 }
 
-/* One row of inspect's totals; the words keep their columns in the singular ("1 tensor "). */
-static void totals_row(FILE *out, const char *what, uint64_t tensors, uint64_t elements,
-                       uint64_t bytes)
+/* Inspect's totals: one row per dtype present, then "all". Each column is as wide as its widest
+ * cell, so that rows line up whatever the counts; the words keep their columns in the singular
+ * ("1 tensor "). */
+typedef struct totals_row {
+    const char *what;
+    uint64_t n[3]; /* tensors, elements, bytes */
+} totals_row;
+
+static int digits(uint64_t v)
 {
-    fprintf(out, "  %-11s %8llu tensor%-1s %14llu element%-1s %16llu byte%s\n", what,
-            (unsigned long long)tensors, MXST_PLURAL(tensors), (unsigned long long)elements,
-            MXST_PLURAL(elements), (unsigned long long)bytes, MXST_PLURAL(bytes));
+    int d = 1;
+    while (v >= 10) v /= 10, d++;
+    return d;
+}
+
+static void print_totals(FILE *out, const totals_row *rows, size_t count)
+{
+    static const char *const word[3] = {"tensor", "element", "byte"};
+    int ww = 0, w[3] = {0, 0, 0};
+    for (size_t r = 0; r < count; r++) {
+        if ((int)strlen(rows[r].what) > ww) ww = (int)strlen(rows[r].what);
+        for (int k = 0; k < 3; k++)
+            if (digits(rows[r].n[k]) > w[k]) w[k] = digits(rows[r].n[k]);
+    }
+    for (size_t r = 0; r < count; r++) {
+        fprintf(out, "  %-*s", ww, rows[r].what);
+        for (int k = 0; k < 3; k++)
+            fprintf(out, "  %*llu %s%s", w[k], (unsigned long long)rows[r].n[k], word[k],
+                    k == 2 ? MXST_PLURAL(rows[r].n[k]) : rows[r].n[k] == 1 ? " " : "s");
+        fputc('\n', out);
+    }
 }
 
 static int cmd_inspect(int argc, char **argv)
@@ -601,15 +625,18 @@ static int cmd_inspect(int argc, char **argv)
             }
         }
         fprintf(out, "totals:\n");
+        totals_row rows[MXST_DTYPE_COUNT + 1];
+        size_t nr = 0;
         uint64_t tc = 0, te = 0, tb = 0;
         for (int d = MXST_DTYPE_COUNT - 1; d >= 0; d--) {
             if (!cnt[d]) continue;
-            totals_row(out, mxst_dtype_name((mxst_dtype)d), cnt[d], el[d], by[d]);
+            rows[nr++] = (totals_row){mxst_dtype_name((mxst_dtype)d), {cnt[d], el[d], by[d]}};
             tc += cnt[d];
             te += el[d];
             tb += by[d];
         }
-        totals_row(out, "all", tc, te, tb);
+        rows[nr++] = (totals_row){"all", {tc, te, tb}};
+        print_totals(out, rows, nr);
     }
     mxst_close(f);
     if (fflush(out) != 0 || ferror(out)) return err(EXIT_IO, "cannot write the output");

@@ -487,10 +487,13 @@ for tg in f16 e4m3; do
 done
 expect 0 "inspect of F8_E4M3, F8_E5M2 and F32 tensors" "$M" inspect f8rep.safetensors
 if sed -n '/^totals:/,$p' out.txt |
-    awk 'NR > 1 { c = index($0, " tensor"); if (NR == 2) w = c; else if (c != w) bad = 1 }
+    awk 'NR > 1 { c = index($0, " tensor"); e = index($0, " element"); b = index($0, " byte")
+                  if (NR == 2) { w = c; we = e; wb = b } else if (c != w || e != we || b != wb) bad = 1 }
          END { exit bad || NR != 5 }'
-then ok "inspect totals: the 'tensors' word in the same column on every row"
-else bad "inspect totals: the 'tensors' word in the same column on every row"; cat out.txt; fi
+then ok "inspect totals: the 'tensors', 'elements' and 'bytes' words in the same column on every row"
+else bad "inspect totals: the 'tensors', 'elements' and 'bytes' words in the same column on every row"; cat out.txt; fi
+# each column as wide as its widest cell: two spaces between the dtype and the count column
+has out.txt "^  F8_E4M3  1 tensor " "inspect totals: the name column as wide as its widest name"
 
 # ---- tables: every column at the same offset on every line, the header's included ---------------
 # Each of these once pushed the columns after it right: a 90-character name (names were padded to
