@@ -106,8 +106,8 @@ mxp_status mxp_loss_scale_validate(const mxp_loss_scale *s)
     if (why) {
         float_texts t = texts_of(s);
         return mxp__fail(MXP_EINVAL,
-                         "mxp_loss_scale_validate: invalid loss scale (kind=%d scale=%s counter=%ld period=%ld factor=%s "
-                         "min_scale=%s max_scale=%s): %s",
+                         "mxp_loss_scale_validate: invalid loss scale (kind=%d scale=%s counter=%ld "
+                         "period=%ld factor=%s min_scale=%s max_scale=%s): %s",
                          (int)s->kind, t.scale, (long)s->counter, (long)s->period, t.factor, t.min, t.max, why);
     }
     return MXP_OK;
