@@ -139,14 +139,44 @@ static const char *lib_error(void)
     return p[0] == ':' && p[1] == ' ' ? p + 2 : m;
 }
 
+/* Terminal columns of code point c: 0 for combining marks, zero-width characters and variation
+ * selectors; 2 for the East Asian wide and fullwidth blocks (CJK, Hangul, fullwidth forms, most
+ * emoji); 1 otherwise. The blocks of Unicode's EastAsianWidth W and F classes, whole: close to
+ * wcwidth() in a UTF-8 locale, without depending on the caller's locale. */
+static int char_width(uint32_t c)
+{
+    static const uint32_t zero[][2] = {{0x0300, 0x036F}, {0x0483, 0x0489}, {0x0591, 0x05BD},
+                                       {0x1AB0, 0x1AFF}, {0x1DC0, 0x1DFF}, {0x200B, 0x200F},
+                                       {0x20D0, 0x20FF}, {0xFE00, 0xFE0F}, {0xFE20, 0xFE2F}};
+    static const uint32_t wide[][2] = {{0x1100, 0x115F},   {0x2E80, 0x303E},   {0x3041, 0x33FF},
+                                       {0x3400, 0x4DBF},   {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},
+                                       {0xA960, 0xA97F},   {0xAC00, 0xD7A3},   {0xF900, 0xFAFF},
+                                       {0xFE30, 0xFE4F},   {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6},
+                                       {0x1F300, 0x1F64F}, {0x1F900, 0x1F9FF}, {0x20000, 0x3FFFD}};
+    for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+        if (c >= zero[i][0] && c <= zero[i][1]) return 0;
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+        if (c >= wide[i][0] && c <= wide[i][1]) return 2;
+    return 1;
+}
+
 /* Text tables (inspect, report, the dry-run plan) are printed in two passes: the first widens
  * each column to its widest cell (the header included), the second prints, so that every column
  * starts at the same offset on every line whatever the names, dtypes, shapes and numbers.
- * Widths count characters: a shown name is valid UTF-8, and printf's %-*s pads by bytes. */
+ * Widths count terminal columns (char_width): a shown name is valid UTF-8, and printf's %-*s
+ * pads by bytes. */
 static int text_width(const char *s)
 {
     int n = 0;
-    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; /* not a continuation byte */
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        const int len = *p < 0x80 ? 1 : *p < 0xE0 ? 2 : *p < 0xF0 ? 3 : 4;
+        uint32_t c = len == 1 ? *p : (uint32_t)(*p & (0x7F >> len));
+        int k = 1;
+        for (; k < len && (p[k] & 0xC0) == 0x80; k++) c = c << 6 | (p[k] & 0x3F);
+        n += char_width(c);
+        p += k; /* a cut sequence (never in a shown name) ends at the next lead byte */
+    }
     return n;
 }
 

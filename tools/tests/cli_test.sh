@@ -498,15 +498,17 @@ has out.txt "^  F8_E4M3  1 tensor " "inspect totals: the name column as wide as 
 # ---- tables: every column at the same offset on every line, the header's included ---------------
 # Each of these once pushed the columns after it right: a 90-character name (names were padded to
 # 60 characters, 50 in the plan), F8_E4M3FNUZ (dtypes to 7 in the plan), a long shape (shapes to
-# 14 in the plan, 20 in inspect), a non-ASCII name (padded by bytes, not characters).
+# 14 in the plan, 20 in inspect), a non-ASCII name (padded by bytes, not characters), a CJK name
+# (two terminal columns a character, counted as one).
 ea=$(printf '\303\251') # U+00E9, one character of two bytes: counted as one below
+wd=$(printf '\345\261\244') # U+5C64, a CJK character of three bytes: two columns, counted as two
 long=model.layers.0.self_attn.q_proj.$(printf '%058d' 0 | tr 0 x)
 "$K" write cols.safetensors "$long=F32[4,8]:rand" 'b=F32[3]:rand' 'f8=F8_E4M3FNUZ[8]:ramp' \
-    'empty=F32[4096,11008,3,0]:ramp' "$ea.w=BF16[2,4]:rand" || exit 1
+    'empty=F32[4096,11008,3,0]:ramp' "$ea.w=BF16[2,4]:rand" "$wd$wd.w=F32[2]:rand" || exit 1
 # fields SPEC < TABLE: per line, where each field N of SPEC (whitespace-separated, N < 0 counted
 # from the last) starts, or ends for "N$" (right-aligned numbers)
 fields() {
-    sed "s/$ea/e/g" | LC_ALL=C awk -v spec="$1" '{
+    sed "s/$ea/e/g; s/$wd/WW/g" | LC_ALL=C awk -v spec="$1" '{
         m = 0
         for (i = 1; i <= length($0); i++) {
             if (substr($0, i, 1) == " ") continue
@@ -524,7 +526,7 @@ fields() {
 # first arrow, the target shape, the second arrow, "byte" and the rule start; the source shape's
 # start on lines of its own ("S"), as the lines of a quantized tensor's scale and shape have none
 plan_cols() {
-    grep -v '^total: ' | sed "s/$ea/e/g" | LC_ALL=C awk '{
+    grep -v '^total: ' | sed "s/$ea/e/g; s/$wd/WW/g" | LC_ALL=C awk '{
         a = index($0, " -> "); r = substr($0, a + 4); match($0, /^[^ ]+ +/)
         if ($2 != "-") print "S", index($0, "[")
         print RLENGTH, a, a + 3 + index(r, "["), a + 3 + index(r, " -> "), index($0, " byte"), index($0, "  (")
@@ -540,7 +542,7 @@ aligned sig.txt table.txt "inspect: dtype, shape and bytes at the same offset on
 expect 0 "report of long names and shapes" "$M" report cols.safetensors --dtype f16
 fields '2 3 4$ 5$ 6$ 7$ 8$' < out.txt > sig.txt
 aligned sig.txt out.txt "report: every column at the same offset on every line"
-if [ "$(wc -l < out.txt)" = 5 ]; then ok "report: a line per floating tensor"; else bad "report: lines"; cat out.txt; fi
+if [ "$(wc -l < out.txt)" = 6 ]; then ok "report: a line per floating tensor"; else bad "report: lines"; cat out.txt; fi
 expect 0 "cast --dry-run of long names, dtypes and shapes" "$M" cast cols.safetensors c.safetensors --policy bf16 --dry-run
 plan_cols < out.txt > sig.txt
 aligned sig.txt out.txt "cast --dry-run: every column at the same offset on every line" 2
