@@ -144,9 +144,9 @@ static mxp_status check_dtype(const char *fn, mxp_dtype d, const char *what)
                      float_names);
 }
 
-/* mxp_convert_ex, its messages headed by fn (the public function called). */
-static mxp_status convert(const char *fn, void *dst, mxp_dtype dst_type, const void *src,
-                          mxp_dtype src_type, size_t n, const mxp_convert_opts *opts)
+/* mxp_convert_ex, its messages headed by fn (the public function called; internal.h). */
+mxp_status mxp__convert(const char *fn, void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
+                        size_t n, const mxp_convert_opts *opts)
 {
     static const mxp_convert_opts defaults = {MXP_ROUND_NEAREST_EVEN, false, 0, 0};
     const mxp_convert_opts *o = opts ? opts : &defaults;
@@ -202,19 +202,13 @@ static mxp_status convert(const char *fn, void *dst, mxp_dtype dst_type, const v
     return MXP_OK;
 }
 
-mxp_status mxp__convert(const char *fn, void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
-                        size_t n, const mxp_convert_opts *opts)
-{
-    return convert(fn, dst, dst_type, src, src_type, n, opts);
-}
-
 mxp_status mxp_convert(void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type, size_t n)
 {
-    return convert("mxp_convert", dst, dst_type, src, src_type, n, NULL);
+    return mxp__convert("mxp_convert", dst, dst_type, src, src_type, n, NULL);
 }
 
 mxp_status mxp_convert_ex(void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
                           size_t n, const mxp_convert_opts *opts)
 {
-    return convert("mxp_convert_ex", dst, dst_type, src, src_type, n, opts);
+    return mxp__convert("mxp_convert_ex", dst, dst_type, src, src_type, n, opts);
 }
