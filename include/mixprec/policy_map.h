@@ -193,11 +193,12 @@ MXP_API mxp_status mxp_policy_map_format(const mxp_policy_map *m, char *buf, siz
  * Parse a text config (format above) into a new map.
  * @retval MXP_OK      *out is a new map (free with mxp_policy_map_free)
  * @retval MXP_EINVAL  NULL text or out
- * @retval MXP_EPARSE  a malformed line; the message starts with "line N: " and names the token:
- *                     no '=', empty key, bad quoting, unknown directive, a repeated default directive,
- *                     a policy mxp_policy_parse rejects (its message follows), a key
- *                     mxp_policy_map_set refuses (its message follows)
- * @retval MXP_EEXIST  "line N: " a key given twice
+ * @retval MXP_EPARSE  a malformed line; the message starts with "mxp_policy_map_parse: line N: "
+ *                     and names the token: no '=', empty key, bad quoting, unknown directive, a
+ *                     repeated default directive, a policy mxp_policy_parse rejects (its message
+ *                     follows, without its "mxp_policy_parse: " head), a key mxp_policy_map_set
+ *                     refuses (likewise)
+ * @retval MXP_EEXIST  "mxp_policy_map_parse: line N: " a key given twice
  * @retval MXP_ENOMEM  allocation failed
  * O(1) amortised per line (plus its length): a million-line config parses in seconds.
  * *out is untouched on failure. Thread-safety: safe (reads the backend for `half`).
@@ -215,7 +216,8 @@ MXP_API mxp_status mxp_policy_map_parse(const char *text, mxp_policy_map **out);
  *                     it and why)
  * @retval MXP_EFORMAT more than MXP_POLICY_MAP_FILE_MAX bytes, or a NUL byte (/dev/zero): the
  *                     message names the file and the limit or the offset
- * Other errors as mxp_policy_map_parse. *out is untouched on failure.
+ * Other errors as mxp_policy_map_parse, with "mxp_policy_map_load: line N: " at the start of the
+ * message. *out is untouched on failure.
  * Thread-safety: safe (the new map is the caller's).
  */
 MXP_API mxp_status mxp_policy_map_load(const char *path, mxp_policy_map **out);
