@@ -190,6 +190,41 @@ static void test_corners_against_glibc(void **state)
     free(scratch);
 }
 
+/* Every character class, plain and negated, on every one-byte path (1..255) against glibc in the
+ * C locale (this program never calls setlocale): the quick tests reached only five classes. */
+static void test_classes_against_glibc(void **state)
+{
+    (void)state;
+    static const char *const classes[] = {"alpha", "digit", "alnum", "upper", "lower", "space",
+                                          "blank", "punct", "print", "graph", "cntrl", "xdigit"};
+    void *scratch = malloc(mxp__re_scratch_bytes(MXP_POLICY_MAP_STATES_MAX));
+    assert_non_null(scratch);
+    mxp__re_scratch_init(scratch, MXP_POLICY_MAP_STATES_MAX);
+    size_t members = 0;
+    for (size_t c = 0; c < sizeof classes / sizeof *classes; c++) {
+        for (int neg = 0; neg < 2; neg++) {
+            char key[32];
+            snprintf(key, sizeof key, "[%s[:%s:]]", neg ? "^" : "", classes[c]);
+            regex_t gre;
+            assert_int_equal(regcomp(&gre, key, REG_EXTENDED), 0);
+            mxp__re *re = NULL;
+            if (mxp__re_compile(key, &re) != MXP_OK) fail_msg("\"%s\": %s", key, mxp_last_error());
+            for (unsigned b = 1; b < 256; b++) {
+                const char path[2] = {(char)b, '\0'};
+                const bool want = glibc_full(&gre, path) == 1, got = mxp__re_full_match(re, path, scratch);
+                if (want != got) fail_msg("key \"%s\" byte 0x%02x: glibc %d, ours %d", key, b, want, got);
+                members += got && !neg;
+            }
+            regfree(&gre);
+            mxp__re_free(re);
+        }
+    }
+    /* the classes' sizes in the C locale over bytes 1..255 (cntrl without NUL: 32), summed:
+     * 52 + 10 + 62 + 26 + 26 + 6 + 2 + 32 + 95 + 94 + 32 + 22 */
+    assert_int_equal(members, 459);
+    free(scratch);
+}
+
 /* POSIX without REG_NEWLINE: '^' matches only at the start of the path and '$' only at its end,
  * a newline being an ordinary byte (glibc's regexec also anchors at embedded newlines). */
 static void test_anchors_only_at_the_ends(void **state)
@@ -247,6 +282,8 @@ static void test_error_messages(void **state)
     expect_refusal("[a-c-e]", "'-' at offset 4");
     expect_refusal("[[:alfa:]]", "unknown character class '[:alfa:]' at offset 1");
     expect_refusal("[[:digit:]-z]", "range at offset 1 starts with a character");
+    expect_refusal("[a-[:digit:]]", "range at offset 1 ends with a character");
+    expect_refusal("[a-[=b=]]", "range at offset 1 ends with a character or equivalence class");
     expect_refusal("[[.ab.]]", "only single characters");
     expect_refusal("*a", "'*' at offset 0 starts the key: nothing to repeat");
     expect_refusal("a|+b", "'+' at offset 2 starts an alternative");
@@ -388,6 +425,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_glibc),
         cmocka_unit_test(test_corners_against_glibc),
+        cmocka_unit_test(test_classes_against_glibc),
         cmocka_unit_test(test_anchors_only_at_the_ends),
         cmocka_unit_test(test_error_messages),
         cmocka_unit_test(test_adversarial_keys_counted),

@@ -556,6 +556,7 @@ static void test_config_errors(void **state)
     expect_config_error("\"open = f32\n", MXP_EPARSE, "line 1: ", "unterminated");
     expect_config_error("\"k\\t\" = f32\n", MXP_EPARSE, "line 1: ", "escape");
     expect_config_error("\"k\" f32\n", MXP_EPARSE, "line 1: ", "'='");
+    expect_config_error("ok = f32\n\"ab\\", MXP_EPARSE, "line 2: ", "unterminated quoted key '\"ab\\'");
     expect_config_error("k = # nothing\n", MXP_EPARSE, "line 1: ", "missing policy");
     expect_config_error("k # = f32\n", MXP_EPARSE, "line 1: ", "no '='");
     expect_config_error("k = p=f32,\n", MXP_EPARSE, "line 1: ", "empty part");
@@ -570,7 +571,7 @@ static void test_config_round_trip(void **state)
     (void)state;
     static const char *const keys[] = {
         "dense_0", "block_[0-9]+/(query|key|value)", "a=b", "#hash", "@at", " lead", "trail ",
-        "quo\"te", "back\\.slash", "new\nline", "\"q\"", "x#y=z", "tab\tin", "@default",
+        "quo\"te", "back\\.slash", "new\nline", "\"q\"", "x#y=z", "tab\tin", "@default", "car\rret\r\n",
     };
     const mxp_policy def = P("float8_from_c=bf16,h=7");
     for (int with_default = 0; with_default < 2; with_default++) {
@@ -616,6 +617,21 @@ static void test_config_round_trip(void **state)
     mxp_policy_map *m = NULL;
     assert_int_equal(mxp_policy_map_load("/nonexistent/dir/x.cfg", &m), MXP_EIO);
     assert_non_null(strstr(mxp_last_error(), "/nonexistent/dir/x.cfg"));
+    assert_null(m);
+    /* the reason in the user's words: a file used as a directory, a symbolic link to itself */
+    char file[64], below[80];
+    snprintf(file, sizeof file, "/tmp/mxp_test_pm_notdir_%d", (int)getpid());
+    snprintf(below, sizeof below, "%s/x.cfg", file);
+    FILE *f = fopen(file, "wb");
+    assert_non_null(f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(mxp_policy_map_load(below, &m), MXP_EIO);
+    if (!strstr(mxp_last_error(), "a component of the path is not a directory")) fail_msg("%s", mxp_last_error());
+    remove(file);
+    assert_int_equal(symlink(file, file), 0); /* file -> file */
+    assert_int_equal(mxp_policy_map_load(file, &m), MXP_EIO);
+    if (!strstr(mxp_last_error(), "too many symbolic links")) fail_msg("%s", mxp_last_error());
+    remove(file);
     assert_null(m);
 
     /* equal: order ignored, policies and defaults compared. */

@@ -407,6 +407,30 @@ static void test_huge_sizes(void **state)
                      MXP_EINVAL);
 }
 
+/* A tree cast into itself: the same dtype is a no-op, a new one is refused (each leaf is its own
+ * destination, which cannot change dtype) and changes nothing. */
+static void test_cast_into_itself(void **state)
+{
+    (void)state;
+    mxp_tree *t = mxp_tree_new();
+    assert_non_null(t);
+    const size_t shape[1] = {3};
+    const float w[3] = {1.5f, -2.0f, 0.1f};
+    const int32_t k[3] = {7, -7, 0};
+    assert_int_equal(mxp_tree_add(t, "w", MXP_FLOAT32, 1, shape, w), MXP_OK);
+    assert_int_equal(mxp_tree_add(t, "k", MXP_INT32, 1, shape, k), MXP_OK);
+    assert_int_equal(mxp_tree_cast_into(t, t, MXP_FLOAT32), MXP_OK);
+    assert_memory_equal(mxp_tree_get(t, "w")->data, w, sizeof w);
+    mxp_clear_error();
+    assert_int_equal(mxp_tree_cast_into(t, t, MXP_FLOAT16), MXP_EINVAL);
+    assert_non_null(strstr(mxp_last_error(), "mxp_tree_cast_into: dtype mismatch"));
+    assert_non_null(strstr(mxp_last_error(), "'w'"));
+    assert_int_equal(mxp_tree_get(t, "w")->dtype, MXP_FLOAT32);
+    assert_memory_equal(mxp_tree_get(t, "w")->data, w, sizeof w);
+    assert_memory_equal(mxp_tree_get(t, "k")->data, k, sizeof k);
+    mxp_tree_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_tree_cast_bf16),     cmocka_unit_test(test_cast_into),
         cmocka_unit_test(test_tensor_cast_into),   cmocka_unit_test(test_clone),
         cmocka_unit_test(test_stochastic_per_leaf), cmocka_unit_test(test_huge_sizes),
+        cmocka_unit_test(test_cast_into_itself),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
