@@ -21,11 +21,12 @@
 
 #include "mixprec.h"
 
-/* Print the failure and return 1 when s is not MXP_OK. */
-static int failed(mxp_status s, const char *what)
+/* Print the failure and return 1 when s is not MXP_OK. The message starts with the name of the
+ * function that failed ("mxp_dtype_parse: unknown dtype 'f13' (expected one of: ...)"). */
+static int failed(mxp_status s)
 {
     if (s == MXP_OK) return 0;
-    fprintf(stderr, "%s failed: %s: %s\n", what, mxp_status_name(s), mxp_last_error());
+    fprintf(stderr, "quickstart: %s (%s)\n", mxp_last_error(), mxp_status_name(s));
     return 1;
 }
 
@@ -52,7 +53,7 @@ int main(int argc, char **argv)
     mxp_dtype formats[5];
     size_t nformats = 0;
     if (argc > 1) {
-        if (failed(mxp_dtype_parse(argv[1], &formats[0]), "mxp_dtype_parse")) return 1;
+        if (failed(mxp_dtype_parse(argv[1], &formats[0]))) return 1;
         if (!mxp_dtype_is_floating(formats[0])) {
             fprintf(stderr, "%s is not a floating dtype\n", mxp_dtype_name(formats[0]));
             return 1;
@@ -60,7 +61,7 @@ int main(int argc, char **argv)
         nformats = 1;
     } else {
         for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; i++)
-            if (failed(mxp_dtype_parse(spellings[i], &formats[nformats++]), "mxp_dtype_parse")) return 1;
+            if (failed(mxp_dtype_parse(spellings[i], &formats[nformats++]))) return 1;
     }
 
     const float values[] = {0.1f, 65504.0f, 70000.0f, 1e-8f, 448.0f, 464.0f, 465.0f, NAN, -0.0f};
@@ -75,8 +76,8 @@ int main(int argc, char **argv)
     unsigned char converted[5][N * 8];
     float back[5][N];
     for (size_t f = 0; f < nformats; f++) {
-        if (failed(mxp_convert(converted[f], formats[f], values, MXP_FLOAT32, N), "mxp_convert")) return 1;
-        if (failed(mxp_convert(back[f], MXP_FLOAT32, converted[f], formats[f], N), "mxp_convert")) return 1;
+        if (failed(mxp_convert(converted[f], formats[f], values, MXP_FLOAT32, N))) return 1;
+        if (failed(mxp_convert(back[f], MXP_FLOAT32, converted[f], formats[f], N))) return 1;
     }
     for (size_t i = 0; i < N; i++) {
         printf("%-10g", (double)values[i]);
@@ -94,10 +95,10 @@ int main(int argc, char **argv)
     uint8_t e4[3];
     float hb[3], e4b[3];
     const mxp_convert_opts sat = {.saturate = true};
-    if (failed(mxp_convert_ex(h, MXP_FLOAT16, big, MXP_FLOAT32, 3, &sat), "mxp_convert_ex") ||
-        failed(mxp_convert(hb, MXP_FLOAT32, h, MXP_FLOAT16, 3), "mxp_convert") ||
-        failed(mxp_convert_ex(e4, MXP_FLOAT8_E4M3FN, big, MXP_FLOAT32, 3, &sat), "mxp_convert_ex") ||
-        failed(mxp_convert(e4b, MXP_FLOAT32, e4, MXP_FLOAT8_E4M3FN, 3), "mxp_convert"))
+    if (failed(mxp_convert_ex(h, MXP_FLOAT16, big, MXP_FLOAT32, 3, &sat)) ||
+        failed(mxp_convert(hb, MXP_FLOAT32, h, MXP_FLOAT16, 3)) ||
+        failed(mxp_convert_ex(e4, MXP_FLOAT8_E4M3FN, big, MXP_FLOAT32, 3, &sat)) ||
+        failed(mxp_convert(e4b, MXP_FLOAT32, e4, MXP_FLOAT8_E4M3FN, 3)))
         return 1;
     printf("\nsaturate:   70000, 465, inf -> float16 %g %g %g;  -> float8_e4m3fn %g %g %g\n",
            (double)hb[0], (double)hb[1], (double)hb[2], (double)e4b[0], (double)e4b[1], (double)e4b[2]);
@@ -109,15 +110,15 @@ int main(int argc, char **argv)
     static uint16_t tenth_bf16[M];
     for (size_t i = 0; i < M; i++) tenth[i] = 0.1f;
     const mxp_convert_opts sr = {.rounding = MXP_ROUND_STOCHASTIC, .seed = 42};
-    if (failed(mxp_convert_ex(tenth_bf16, MXP_BFLOAT16, tenth, MXP_FLOAT32, M, &sr), "mxp_convert_ex") ||
-        failed(mxp_convert(tenth_back, MXP_FLOAT32, tenth_bf16, MXP_BFLOAT16, M), "mxp_convert"))
+    if (failed(mxp_convert_ex(tenth_bf16, MXP_BFLOAT16, tenth, MXP_FLOAT32, M, &sr)) ||
+        failed(mxp_convert(tenth_back, MXP_FLOAT32, tenth_bf16, MXP_BFLOAT16, M)))
         return 1;
     double sum = 0;
     for (size_t i = 0; i < M; i++) sum += (double)tenth_back[i];
     uint16_t nearest;
     float nearest_back;
-    if (failed(mxp_convert(&nearest, MXP_BFLOAT16, tenth, MXP_FLOAT32, 1), "mxp_convert") ||
-        failed(mxp_convert(&nearest_back, MXP_FLOAT32, &nearest, MXP_BFLOAT16, 1), "mxp_convert"))
+    if (failed(mxp_convert(&nearest, MXP_BFLOAT16, tenth, MXP_FLOAT32, 1)) ||
+        failed(mxp_convert(&nearest_back, MXP_FLOAT32, &nearest, MXP_BFLOAT16, 1)))
         return 1;
     printf("stochastic: 0.1 -> bfloat16 x %d: first values %g %g %g %g, mean %.6f "
            "(nearest-even gives %g every time)\n",
