@@ -142,9 +142,11 @@ static void invalidate(mxp_policy_map *m)
     pthread_mutex_unlock(&m->lock);
 }
 
+/* The map_* functions below record their messages without a head; the public function that
+ * wraps each adds its own name (mxp__in), also to messages recorded by the steps they share. */
 static mxp_status map_set_cache_capacity(mxp_policy_map *m, size_t capacity)
 {
-    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set_cache_capacity: map is NULL");
+    if (!m) return mxp__fail(MXP_EINVAL, "map is NULL");
     pthread_mutex_lock(&m->lock);
     cache_clear(m);
     free(m->slots);
@@ -281,15 +283,15 @@ static mxp_status entry_new(const char *key, size_t h, const mxp_policy *p, entr
 
 static mxp_status map_set(mxp_policy_map *m, const char *key, const mxp_policy *p)
 {
-    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set: map is NULL");
-    if (!key) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set: key is NULL");
-    if (!p) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set: policy is NULL");
-    if (!*key) return mxp__fail(MXP_EINVAL, "mxp_policy_map_set: empty key");
+    if (!m) return mxp__fail(MXP_EINVAL, "map is NULL");
+    if (!key) return mxp__fail(MXP_EINVAL, "key is NULL");
+    if (!p) return mxp__fail(MXP_EINVAL, "policy is NULL");
+    if (!*key) return mxp__fail(MXP_EINVAL, "empty key");
     mxp_status s = mxp__policy_check("mxp_policy_map_set", p);
     if (s != MXP_OK) return s;
     size_t h = hash_str(key);
     if (find_exact_h(m, key, h) >= 0)
-        return mxp__fail(MXP_EEXIST, "mxp_policy_map_set: key '%.*s' is already in the policy map", QUOTE_MAX,
+        return mxp__fail(MXP_EEXIST, "key '%.*s' is already in the policy map", QUOTE_MAX,
                          key);
     if ((s = reserve(m, 1)) != MXP_OK) return s;
     entry *e;
@@ -592,9 +594,9 @@ static void put_policy(sink *s, const mxp_policy *p)
 
 static mxp_status map_format(const mxp_policy_map *m, char *buf, size_t cap, size_t *len)
 {
-    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_format: map is NULL");
+    if (!m) return mxp__fail(MXP_EINVAL, "map is NULL");
     if (!buf && cap > 0)
-        return mxp__fail(MXP_EINVAL, "mxp_policy_map_format: buf is NULL with cap = %zu (NULL is allowed only "
+        return mxp__fail(MXP_EINVAL, "buf is NULL with cap = %zu (NULL is allowed only "
                          "with cap 0, to measure)", cap);
     sink s = {buf, cap, 0};
     if (m->has_default) {
@@ -715,8 +717,8 @@ static mxp_status parse_line(mxp_policy_map *m, const char *b, const char *e, si
 
 static mxp_status map_parse(const char *text, mxp_policy_map **out)
 {
-    if (!text) return mxp__fail(MXP_EINVAL, "mxp_policy_map_parse: text is NULL");
-    if (!out) return mxp__fail(MXP_EINVAL, "mxp_policy_map_parse: out is NULL");
+    if (!text) return mxp__fail(MXP_EINVAL, "text is NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "out is NULL");
     mxp_policy_map *m = mxp_policy_map_new(NULL);
     if (!m) return MXP_ENOMEM;
     size_t longest = 0;
@@ -729,7 +731,7 @@ static mxp_status map_parse(const char *text, mxp_policy_map **out)
     char *key_buf = malloc(longest + 1);
     if (!key_buf) {
         mxp_policy_map_free(m);
-        return mxp__fail(MXP_ENOMEM, "mxp_policy_map_parse: out of memory");
+        return mxp__fail(MXP_ENOMEM, "out of memory");
     }
     bool seen_default = false;
     size_t line = 1;
@@ -846,8 +848,8 @@ static mxp_status read_config(const char *path, char **text)
 
 static mxp_status map_load(const char *path, mxp_policy_map **out)
 {
-    if (!path) return mxp__fail(MXP_EINVAL, "mxp_policy_map_load: path is NULL");
-    if (!out) return mxp__fail(MXP_EINVAL, "mxp_policy_map_load: out is NULL");
+    if (!path) return mxp__fail(MXP_EINVAL, "path is NULL");
+    if (!out) return mxp__fail(MXP_EINVAL, "out is NULL");
     char *text = NULL;
     mxp_status s = read_config(path, &text);
     if (s != MXP_OK) return s;
@@ -863,8 +865,8 @@ mxp_status mxp_policy_map_load(const char *path, mxp_policy_map **out)
 
 static mxp_status map_save(const mxp_policy_map *m, const char *path)
 {
-    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_save: map is NULL");
-    if (!path) return mxp__fail(MXP_EINVAL, "mxp_policy_map_save: path is NULL");
+    if (!m) return mxp__fail(MXP_EINVAL, "map is NULL");
+    if (!path) return mxp__fail(MXP_EINVAL, "path is NULL");
     size_t len;
     mxp_status s = mxp_policy_map_format(m, NULL, 0, &len);
     if (s != MXP_OK) return s;
@@ -919,22 +921,22 @@ static bool in_list(const char *op, const char *const *list, size_t n)
 static mxp_status map_apply(mxp_policy_map *m, const mxp_layer *layers, size_t n, const mxp_policy *p,
                             const mxp_layer_select *sel, size_t *n_applied)
 {
-    if (!m) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: map is NULL");
-    if (!p) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: policy is NULL");
-    if (!layers && n > 0) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: layers is NULL with n = %zu", n);
+    if (!m) return mxp__fail(MXP_EINVAL, "map is NULL");
+    if (!p) return mxp__fail(MXP_EINVAL, "policy is NULL");
+    if (!layers && n > 0) return mxp__fail(MXP_EINVAL, "layers is NULL with n = %zu", n);
     mxp_status s = mxp__policy_check("mxp_policy_map_apply", p);
     if (s != MXP_OK) return s;
     for (size_t i = 0; i < n; i++) {
-        if (!layers[i].path) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: layers[%zu].path is NULL", i);
-        if (!layers[i].path[0]) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: layers[%zu].path is empty", i);
-        if (!layers[i].op) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: layers[%zu].op is NULL", i);
+        if (!layers[i].path) return mxp__fail(MXP_EINVAL, "layers[%zu].path is NULL", i);
+        if (!layers[i].path[0]) return mxp__fail(MXP_EINVAL, "layers[%zu].path is empty", i);
+        if (!layers[i].op) return mxp__fail(MXP_EINVAL, "layers[%zu].op is NULL", i);
     }
     static const mxp_layer_select all = {NULL, 0, NULL, 0, NULL, NULL};
     if (!sel) sel = &all;
     for (size_t i = 0; sel->only && i < sel->n_only; i++)
-        if (!sel->only[i]) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: only[%zu] is NULL", i);
+        if (!sel->only[i]) return mxp__fail(MXP_EINVAL, "only[%zu] is NULL", i);
     for (size_t i = 0; sel->except && i < sel->n_except; i++)
-        if (!sel->except[i]) return mxp__fail(MXP_EINVAL, "mxp_policy_map_apply: except[%zu] is NULL", i);
+        if (!sel->except[i]) return mxp__fail(MXP_EINVAL, "except[%zu] is NULL", i);
 
     /* action[i]: -1 not applied (unselected or a repeat), -2 new entry (fresh[i]), k >= 0 replace k.
      * seen: the selected paths so far (open addressing, layer index + 1), to spot repeats in
@@ -950,7 +952,7 @@ static mxp_status map_apply(mxp_policy_map *m, const mxp_layer *layers, size_t n
         free(fresh);
         free(hashes);
         free(seen);
-        return mxp__fail(MXP_ENOMEM, "mxp_policy_map_apply: out of memory");
+        return mxp__fail(MXP_ENOMEM, "out of memory");
     }
     size_t selected = 0, added = 0;
     for (size_t i = 0; i < n; i++) {
