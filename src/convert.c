@@ -144,6 +144,20 @@ static mxp_status check_dtype(const char *fn, mxp_dtype d, const char *what)
                      float_names);
 }
 
+mxp_status mxp__check_opts(const char *fn, const mxp_convert_opts *opts)
+{
+    if (!opts) return MXP_OK;
+    if (opts->rounding != MXP_ROUND_NEAREST_EVEN && opts->rounding != MXP_ROUND_STOCHASTIC)
+        return mxp__fail(MXP_EINVAL,
+                         "%s: opts->rounding = %d is not a rounding mode (expected "
+                         "MXP_ROUND_NEAREST_EVEN or MXP_ROUND_STOCHASTIC)",
+                         fn, (int)opts->rounding);
+    if (opts->threads < 0)
+        return mxp__fail(MXP_EINVAL, "%s: opts->threads = %d is negative (expected 0, 1 or a thread count)",
+                         fn, opts->threads);
+    return MXP_OK;
+}
+
 /* mxp_convert_ex, its messages headed by fn (the public function called; internal.h). */
 mxp_status mxp__convert(const char *fn, void *dst, mxp_dtype dst_type, const void *src, mxp_dtype src_type,
                         size_t n, const mxp_convert_opts *opts)
@@ -153,14 +167,7 @@ mxp_status mxp__convert(const char *fn, void *dst, mxp_dtype dst_type, const voi
     mxp_status s;
     if ((s = check_dtype(fn, dst_type, "dst_type")) != MXP_OK) return s;
     if ((s = check_dtype(fn, src_type, "src_type")) != MXP_OK) return s;
-    if (o->rounding != MXP_ROUND_NEAREST_EVEN && o->rounding != MXP_ROUND_STOCHASTIC)
-        return mxp__fail(MXP_EINVAL,
-                         "%s: opts->rounding = %d is not a rounding mode (expected "
-                         "MXP_ROUND_NEAREST_EVEN or MXP_ROUND_STOCHASTIC)",
-                         fn, (int)o->rounding);
-    if (o->threads < 0)
-        return mxp__fail(MXP_EINVAL, "%s: opts->threads = %d is negative (expected 0, 1 "
-                         "or a thread count)", fn, o->threads);
+    if ((s = mxp__check_opts(fn, opts)) != MXP_OK) return s;
     if (n == 0) return MXP_OK;
     if (!dst) return mxp__fail(MXP_EINVAL, "%s: dst is NULL with n = %zu", fn, n);
     if (!src) return mxp__fail(MXP_EINVAL, "%s: src is NULL with n = %zu", fn, n);

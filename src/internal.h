@@ -72,6 +72,8 @@ mxp_status mxp__tree_cast(const char *fn, const mxp_tree *src, mxp_dtype dtype, 
 mxp_status mxp__tree_cast_into(const char *fn, mxp_tree *dst, const mxp_tree *src, mxp_dtype dtype,
                                const mxp_convert_opts *opts);
 mxp_status mxp__policy_check(const char *fn, const mxp_policy *p);
+/* opts->rounding is a rounding mode and opts->threads >= 0 (NULL opts: the defaults, valid). */
+mxp_status mxp__check_opts(const char *fn, const mxp_convert_opts *opts);
 
 /* mxp_convert_ex starts a thread only for at least this many elements per thread (src/convert.c
  * says how it was measured). Tests lower it to exercise the threaded path on small arrays;
