@@ -757,7 +757,7 @@ mxp_status mxp_policy_map_parse(const char *text, mxp_policy_map **out)
     return mxp__in("mxp_policy_map_parse", map_parse(text, out));
 }
 
-/* Why open() failed, in words (strerror is not thread-safe everywhere). */
+/* Why open() or fopen() failed, in words (strerror is not thread-safe everywhere). */
 static const char *open_error(int err)
 {
     switch (err) {
@@ -768,6 +768,8 @@ static const char *open_error(int err)
     case EISDIR: return "is a directory";
     case ELOOP: return "too many symbolic links";
     case ENAMETOOLONG: return "name too long";
+    case EROFS: return "read-only file system";
+    case ENOSPC: return "no space left on device";
     case EMFILE:
     case ENFILE: return "too many open files";
     default: return "cannot open";
@@ -890,10 +892,12 @@ static mxp_status map_save(const mxp_policy_map *m, const char *path)
         if (!f && errno != EEXIST) break;
     }
     if (!f) {
-        const mxp_status st = tmp ? MXP_EIO : MXP_ENOMEM;
+        const int err = errno;
+        const bool oom = !tmp;
         free(tmp);
         free(buf);
-        return mxp__fail(st, "cannot create policy map file '%s'", path);
+        if (oom) return mxp__fail(MXP_ENOMEM, "out of memory naming the temporary file for '%s'", path);
+        return mxp__fail(MXP_EIO, "cannot create a file beside '%s': %s", path, open_error(err));
     }
     bool ok = fwrite(buf, 1, len, f) == len;
     ok = (fclose(f) == 0) && ok;

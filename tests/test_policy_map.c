@@ -1102,8 +1102,9 @@ static int reset_globals(void **state)
     return 0;
 }
 
-/* A save that fails part-way (a full disk: RLIMIT_FSIZE of 4 KiB in a child process) leaves the
- * file that was there as it was, and no temporary file beside it. */
+/* A save into a missing directory says why; a save that fails part-way (a full disk: RLIMIT_FSIZE
+ * of 4 KiB in a child process) leaves the file that was there as it was, and no temporary file
+ * beside it. */
 static void test_save_failure_keeps_old_file(void **state)
 {
     (void)state;
@@ -1117,6 +1118,11 @@ static void test_save_failure_keeps_old_file(void **state)
     for (int i = 0; i < 500; i++) n += (size_t)snprintf(text + n, 64 * 1024 - n, "layer%03d.weight = bf16\n", i);
     mxp_policy_map *m = NULL, *back = NULL;
     assert_int_equal(mxp_policy_map_parse(text, &m), MXP_OK);
+    char missing[128];
+    snprintf(missing, sizeof missing, "%s/no_such_dir/map.cfg", dir);
+    assert_int_equal(mxp_policy_map_save(m, missing), MXP_EIO); /* cannot even create the file */
+    assert_non_null(strstr(mxp_last_error(), missing));
+    assert_non_null(strstr(mxp_last_error(), "no such file or directory"));
     assert_int_equal(mxp_policy_map_save(m, path), MXP_OK);
     struct stat before;
     assert_int_equal(stat(path, &before), 0);
