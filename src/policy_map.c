@@ -800,8 +800,9 @@ static mxp_status read_config(const char *path, char **text)
     bool regular = S_ISREG(st.st_mode);
     if (regular && st.st_size > 0 && (uintmax_t)st.st_size > max) {
         close(fd);
-        return mxp__fail(MXP_EFORMAT, "policy map file '%s' is %ju bytes: more than MXP_POLICY_MAP_FILE_MAX (%zu bytes)",
-                         path, (uintmax_t)st.st_size, max);
+        return mxp__fail(MXP_EFORMAT,
+                         "policy map file '%s' is %ju bytes: more than MXP_POLICY_MAP_FILE_MAX (%zu bytes)", path,
+                         (uintmax_t)st.st_size, max);
     }
     size_t cap = regular ? (size_t)st.st_size + 1 : 65536;
     if (cap > max + 1) cap = max + 1;

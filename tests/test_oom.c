@@ -597,7 +597,8 @@ static mxp_status sc_tree_op(void *vctx)
         assert_ptr_equal(out, (mxp_tree *)0x1);
         return s;
     }
-    check_tree(out, op_dtype[cur_op] == (mxp_dtype)MXP_DTYPE_COUNT ? mxp_half_dtype(mxp_get_backend()) : op_dtype[cur_op]);
+    const mxp_dtype dt = op_dtype[cur_op];
+    check_tree(out, dt == (mxp_dtype)MXP_DTYPE_COUNT ? mxp_half_dtype(mxp_get_backend()) : dt);
     mxp_tree_free(out);
     check_tree(src, MXP_FLOAT32);
     return s;
