@@ -25,6 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 
 #include "mixprec.h"
 #include "test_util.h"
@@ -452,6 +454,57 @@ static mxp_status sc_map_load(void *vctx)
     return s;
 }
 
+/* A FIFO is read in chunks that grow: a writer thread feeds it a map padded past the first
+ * 64 KiB chunk with comment lines. */
+typedef struct fifo_feed {
+    const char *path;
+    const char *text;
+} fifo_feed;
+
+static void *feed_fifo(void *arg)
+{
+    const fifo_feed *f = arg;
+    const int fd = open(f->path, O_WRONLY); /* blocks until a reader opens it */
+    if (fd < 0) return NULL;
+    static char pad[81];
+    memset(pad, ' ', 80);
+    pad[0] = '#';
+    pad[79] = '\n';
+    int ok = 1;
+    for (int i = 0; i < 2000 && ok; i++) ok = write(fd, pad, 80) == 80; /* EPIPE once the reader gave up */
+    if (ok) ok = write(fd, f->text, strlen(f->text)) >= 0;
+    close(fd);
+    return NULL;
+}
+
+static mxp_status sc_map_load_fifo(void *vctx)
+{
+    map_ctx *c = vctx;
+    char path[96];
+    snprintf(path, sizeof path, "%s/fifo", c->dir);
+    g.armed = 0;
+    if (access(path, F_OK) != 0) assert_int_equal(mkfifo(path, 0600), 0);
+    fifo_feed feed = {path, c->text};
+    pthread_t writer;
+    assert_int_equal(pthread_create(&writer, NULL, feed_fifo, &feed), 0);
+    g.armed = 1;
+    mxp_policy_map *m = (mxp_policy_map *)0x1;
+    mxp_status s = mxp_policy_map_load(path, &m);
+    g.armed = 0;
+    /* a load that failed before opening the FIFO left the writer waiting for a reader */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd >= 0) close(fd);
+    assert_int_equal(pthread_join(writer, NULL), 0);
+    g.armed = 1;
+    if (s != MXP_OK) {
+        assert_ptr_equal(m, (mxp_policy_map *)0x1);
+        return s;
+    }
+    assert_true(mxp_policy_map_equal(m, c->ref));
+    mxp_policy_map_free(m);
+    return s;
+}
+
 static mxp_status sc_map_new(void *vctx)
 {
     (void)vctx;
@@ -474,6 +527,7 @@ static void test_policy_map_oom(void **state)
 {
     (void)state;
     map_ctx c = {NULL, map_text, "/tmp/mxp_oom_XXXXXX"};
+    signal(SIGPIPE, SIG_IGN); /* the FIFO's writer sees EPIPE, not a signal, when a load fails */
     assert_non_null(mkdtemp(c.dir));
     assert_int_equal(mxp_policy_map_parse(map_text, &c.ref), MXP_OK);
     const scenario list[] = {
@@ -486,6 +540,7 @@ static void test_policy_map_oom(void **state)
         {"mxp_policy_map_apply", sc_map_apply, heads_apply, 0},
         {"mxp_policy_map_save", sc_map_save, heads_save, 0},
         {"mxp_policy_map_load", sc_map_load, heads_load, 0},
+        {"mxp_policy_map_load (FIFO)", sc_map_load_fifo, heads_load, 0},
     };
     for (size_t i = 0; i < sizeof list / sizeof *list; i++) {
         const long n = sweep(&list[i], &c);
@@ -496,6 +551,8 @@ static void test_policy_map_oom(void **state)
     snprintf(path, sizeof path, "%s/map.txt", c.dir);
     remove(path);
     snprintf(path, sizeof path, "%s/load.txt", c.dir);
+    remove(path);
+    snprintf(path, sizeof path, "%s/fifo", c.dir);
     remove(path);
     assert_int_equal(rmdir(c.dir), 0);
     mxp_policy_map_free(c.ref);
