@@ -70,6 +70,15 @@ static size_t utf8_len(const unsigned char *p)
     return n;
 }
 
+/* true when the NUL-terminated s is valid UTF-8 (what jansson's strings require) */
+static bool utf8_ok(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t n; *p; p += n)
+        if ((n = utf8_len(p)) == 0) return false;
+    return true;
+}
+
 size_t mxst_char_at(const char *str, bool *control)
 {
     const unsigned char *p = (const unsigned char *)str;
@@ -258,6 +267,54 @@ static void budget_free(void *p)
         t_used = t_used >= cost ? t_used - cost : 0;
     }
     free(h);
+}
+
+/* json_dumps without its failure mode: jansson 2.14 ignores a failure to append an object's key
+ * while dumping, so out of memory at that moment gave a header with a key missing ("emb":
+ * {"dtype":"BF16",":[8,12],...) and no error (tools/tests/cli_oom_test.sh found it). The text
+ * is built by our own callback instead, which remembers its failure whatever jansson does with
+ * it. Returns malloc memory holding the text followed by `tail` (NULL: out of memory). */
+typedef struct dump_buf {
+    char *p;
+    size_t len, cap;
+    bool failed;
+} dump_buf;
+
+static int dump_append(const char *buf, size_t size, void *data)
+{
+    dump_buf *d = data;
+    if (d->failed) return -1;
+    if (size >= SIZE_MAX / 2 - d->len) {
+        d->failed = true;
+        return -1;
+    }
+    if (d->len + size + 2 > d->cap) {
+        size_t nc = d->cap ? d->cap : 1024;
+        while (nc < d->len + size + 2) nc *= 2;
+        char *np = realloc(d->p, nc);
+        if (!np) {
+            d->failed = true;
+            return -1;
+        }
+        d->p = np;
+        d->cap = nc;
+    }
+    memcpy(d->p + d->len, buf, size);
+    d->len += size;
+    return 0;
+}
+
+static char *json_text(const json_t *root, size_t flags, const char *tail)
+{
+    dump_buf d = {NULL, 0, 0, false};
+    const int r = json_dump_callback(root, dump_append, &d, flags);
+    if (r == 0 && !d.failed && tail[0]) (void)dump_append(tail, strlen(tail), &d);
+    if (r != 0 || d.failed || !d.p) {
+        free(d.p);
+        return NULL;
+    }
+    d.p[d.len] = '\0'; /* dump_append keeps room for it */
+    return d.p;
 }
 
 static pthread_once_t json_once = PTHREAD_ONCE_INIT;
@@ -1510,8 +1567,15 @@ mxp_status mxst_writer_begin(const char *path, const mxst_spec *tensors, size_t 
                       SHOW(path), SHOW(s->name));
         t->nbytes = numel * bits / 8;
     }
+    for (size_t i = 0; i < n && st == MXP_OK; i++)
+        if (!utf8_ok(w->t[i].name))
+            st = fail(MXP_EINVAL, "%s: tensor name '%s' is not valid UTF-8", SHOW(path), SHOW(w->t[i].name));
     for (size_t i = 0; i < npairs && st == MXP_OK; i++) {
         if (!meta_kv[2 * i] || !meta_kv[2 * i + 1]) st = fail(MXP_EINVAL, "NULL metadata");
+        for (int kv = 0; kv < 2 && st == MXP_OK; kv++)
+            if (!utf8_ok(meta_kv[2 * i + kv]))
+                st = fail(MXP_EINVAL, "%s: metadata %s '%s' is not valid UTF-8", SHOW(path), kv ? "value" : "key",
+                          SHOW(meta_kv[2 * i + kv]));
         for (size_t j = 0; j < i && st == MXP_OK; j++)
             if (strcmp(meta_kv[2 * i], meta_kv[2 * j]) == 0)
                 st = fail(MXP_EINVAL, "%s: metadata key '%s' given twice", SHOW(path),
@@ -1589,30 +1653,27 @@ mxp_status mxst_writer_begin(const char *path, const mxst_spec *tensors, size_t 
         json_decref(shp);
         json_decref(offs);
     }
-    char *text = jfail ? NULL : json_dumps(root, JSON_COMPACT);
+    char *text = jfail ? NULL : json_text(root, JSON_COMPACT, "");
     json_decref(root);
     if (!text) {
         writer_free(w);
         return jfail == 2
                    ? fail(MXP_EINVAL, "%s: the data buffer would exceed 2^63 bytes", SHOW(path))
-                   : fail(MXP_EINVAL,
-                          "%s: cannot build the header (invalid UTF-8 in a "
-                          "name or metadata, or out of memory)",
-                          SHOW(path));
+                   : fail(MXP_ENOMEM, "%s: out of memory building the header", SHOW(path));
     }
     w->data_size = off;
     size_t tl = strlen(text), padded = (tl + 7) / 8 * 8;
     w->header_len = padded;
     unsigned char *hdr = malloc(8 + padded);
     if (!hdr) {
-        budget_free(text);
+        free(text);
         writer_free(w);
         return fail(MXP_ENOMEM, "out of memory");
     }
     for (int i = 0; i < 8; i++) hdr[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     memcpy(hdr + 8, text, tl);
     memset(hdr + 8 + tl, ' ', padded - tl);
-    budget_free(text); /* json_dumps allocated it through budget_malloc */
+    free(text);
     if (padded > MXST_MAX_HEADER) {
         free(hdr);
         writer_free(w);
@@ -1783,22 +1844,12 @@ char *mxst_index_json(const char *const *names, const char *const *shards, size_
         md = NULL;
         bad |= json_object_set_new(root, "weight_map", wm);
         wm = NULL;
-        if (!bad) text = json_dumps(root, JSON_INDENT(2));
+        if (!bad) text = json_text(root, JSON_INDENT(2), "\n");
     }
     json_decref(md);
     json_decref(wm);
     json_decref(root);
-    if (!text) return NULL;
-    /* json_dumps memory comes from our allocator; hand back plain malloc memory with a newline */
-    size_t len = strlen(text);
-    char *res = malloc(len + 2);
-    if (res) {
-        memcpy(res, text, len);
-        res[len] = '\n';
-        res[len + 1] = '\0';
-    }
-    budget_free(text);
-    return res;
+    return text;
 }
 
 bool mxst_parse_size(const char *text, uint64_t *out)

@@ -490,6 +490,18 @@ static void test_writer_layout(void **state)
     assert_int_equal(mxst_writer_begin(path, f4, 1, NULL, 0, MXST_OVERWRITE, &w), MXP_EINVAL);
     const char *dm[] = {"a", "1", "a", "2"};
     assert_int_equal(mxst_writer_begin(path, specs, 1, dm, 2, MXST_OVERWRITE, &w), MXP_EINVAL);
+    /* names and metadata must be UTF-8 (JSON strings): the message says which, not "or out of
+     * memory" as it did when the header's build failed for either reason */
+    mxst_spec latin1[] = {{"caf\xE9", MXST_F16, 1, s2}};
+    assert_int_equal(mxst_writer_begin(path, latin1, 1, NULL, 0, MXST_OVERWRITE, &w), MXP_EINVAL);
+    assert_non_null(strstr(mxst_last_error(), "tensor name"));
+    assert_non_null(strstr(mxst_last_error(), "not valid UTF-8"));
+    const char *bad_value[] = {"note", "\xC0\xAF"}; /* an overlong '/' */
+    assert_int_equal(mxst_writer_begin(path, specs, 1, bad_value, 1, MXST_OVERWRITE, &w), MXP_EINVAL);
+    assert_non_null(strstr(mxst_last_error(), "metadata value"));
+    const char *bad_key[] = {"\xED\xA0\x80", "x"}; /* a surrogate */
+    assert_int_equal(mxst_writer_begin(path, specs, 1, bad_key, 1, MXST_OVERWRITE, &w), MXP_EINVAL);
+    assert_non_null(strstr(mxst_last_error(), "metadata key"));
 
     /* no temporary file is left in the directory */
     char cmd[600];
