@@ -6,11 +6,11 @@
  * succeeds with the same result.
  *
  * How: this program is linked with -Wl,--wrap for malloc, calloc, realloc, aligned_alloc,
- * posix_memalign, free and pthread_create (tests/CMakeLists.txt), so every such call in the
- * library's objects comes here first. A scenario is a short sequence of library calls. It runs
- * once to count its allocations, then once per allocation k with the k-th allocation failing
- * ("one"), and once per k with every allocation from the k-th on failing ("rest", the way a
- * process runs out of memory). Each run must end with exactly the blocks it started with.
+ * posix_memalign, free, strdup, strndup (tests/oom_wrap.h) and pthread_create
+ * (tests/CMakeLists.txt), so every such call in the library's objects comes here first. A
+ * scenario is a short sequence of library calls. It runs once to count its allocations, then
+ * once per allocation k with the k-th allocation failing ("one"), and once per k with every
+ * allocation from the k-th on failing ("rest", the way a process runs out of memory). Each run must end with exactly the blocks it started with.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,96 +31,22 @@
 #include "mixprec.h"
 #include "test_util.h"
 
-/* ---- the allocator wrappers ----------------------------------------------------------------- */
+/* ---- the allocator wrappers (oom_wrap.h) and pthread_create ------------------------------------ */
 
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__real_aligned_alloc(size_t align, size_t n);
-int __real_posix_memalign(void **p, size_t align, size_t n);
-void __real_free(void *p);
+#include "oom_wrap.h"
+
 int __real_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
-
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_aligned_alloc(size_t align, size_t n);
-int __wrap_posix_memalign(void **p, size_t align, size_t n);
-void __wrap_free(void *p);
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
 
-/* Only the thread running the scenarios allocates through here while armed (the pool's workers
- * never allocate), so plain variables do. */
 static struct {
-    int armed;        /* count and inject */
-    long count;       /* allocations since arming */
-    long fail_at;     /* first allocation to fail (-1: none) */
-    int rest;         /* fail every allocation from fail_at on, not only that one */
-    long failed;      /* allocations refused since arming */
-    long live;        /* blocks handed out and not yet freed (all the time, armed or not) */
-    int no_threads;   /* pthread_create fails */
-    long thread_tries;
-} g = {0, 0, -1, 0, 0, 0, 0, 0};
-
-static int refuse(void)
-{
-    if (!g.armed) return 0;
-    const long k = g.count++;
-    const int no = g.fail_at >= 0 && (k == g.fail_at || (g.rest && k > g.fail_at));
-    g.failed += no;
-    return no;
-}
-
-void *__wrap_malloc(size_t n)
-{
-    if (refuse()) return NULL;
-    void *p = __real_malloc(n);
-    g.live += p != NULL;
-    return p;
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-    if (refuse()) return NULL;
-    void *p = __real_calloc(n, size);
-    g.live += p != NULL;
-    return p;
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    if (refuse()) return NULL; /* p stays valid, as after a real failure */
-    void *q = __real_realloc(p, n);
-    g.live += q != NULL && p == NULL;
-    return q;
-}
-
-void *__wrap_aligned_alloc(size_t align, size_t n)
-{
-    if (refuse()) return NULL;
-    void *p = __real_aligned_alloc(align, n);
-    g.live += p != NULL;
-    return p;
-}
-
-int __wrap_posix_memalign(void **p, size_t align, size_t n)
-{
-    if (refuse()) return ENOMEM;
-    const int r = __real_posix_memalign(p, align, n);
-    g.live += r == 0;
-    return r;
-}
-
-void __wrap_free(void *p)
-{
-    g.live -= p != NULL;
-    __real_free(p);
-}
+    int no_threads; /* pthread_create fails */
+    long tries;
+} thr = {0, 0};
 
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
 {
-    g.thread_tries++;
-    if (g.no_threads) return EAGAIN;
+    thr.tries++;
+    if (thr.no_threads) return EAGAIN;
     return __real_pthread_create(t, a, fn, arg);
 }
 
@@ -149,20 +75,8 @@ static int has_head(const char *msg, const char *const *heads)
 
 static long run_once(const scenario *sc, void *ctx, long fail_at, int rest, mxp_status *st)
 {
-    const long live0 = g.live;
     mxp_clear_error();
-    g.count = 0;
-    g.failed = 0;
-    g.fail_at = fail_at;
-    g.rest = rest;
-    g.armed = 1;
-    *st = sc->fn(ctx);
-    g.armed = 0;
-    if (g.live != live0)
-        fail_msg("%s: allocation %ld failing (%s): %ld block(s) %s", sc->name, fail_at,
-                 rest ? "and every later one" : "alone", labs(g.live - live0),
-                 g.live > live0 ? "leaked" : "freed twice or not ours");
-    return g.count;
+    return oom_run(sc->name, sc->fn, ctx, fail_at, rest, st);
 }
 
 /* Run sc with no failure, then with each allocation failing, alone and with every later one.
@@ -175,7 +89,7 @@ static long sweep(const scenario *sc, void *ctx)
     for (int rest = 0; rest <= 1; rest++) {
         for (long k = 0; k < total; k++) {
             run_once(sc, ctx, k, rest, &st);
-            if (g.failed == 0) continue; /* this run allocated fewer times (a cache already warm) */
+            if (oom.failed == 0) continue; /* this run allocated fewer times (a cache already warm) */
             if (st == MXP_OK) {
                 if (!sc->may_succeed)
                     fail_msg("%s: allocation %ld of %ld failed, and the call still returned MXP_OK",
@@ -242,9 +156,9 @@ static mxp_status sc_map_get(void *vctx)
                                         "odd key # with hash", "unmatched/path", "encoder/block/norm_3"};
     static const char *const want[] = {"f32", "f32", "c=f16,o=f32", "bf16", "p=f32,c=bf16,o=f32", "f32"};
     mxp_policy_map *m = NULL;
-    g.armed = 0; /* a fresh map each run, so that its cache is cold */
+    oom.armed = 0; /* a fresh map each run, so that its cache is cold */
     assert_int_equal(mxp_policy_map_parse(c->text, &m), MXP_OK);
-    g.armed = 1;
+    oom.armed = 1;
     mxp_status s = MXP_OK;
     for (size_t i = 0; i < sizeof paths / sizeof *paths && s == MXP_OK; i++) {
         mxp_policy out = pol("f16"), before = out;
@@ -258,9 +172,9 @@ static mxp_status sc_map_get(void *vctx)
         mxp_policy w = pol(want[i]);
         assert_true(mxp_policy_equal(&out, &w));
     }
-    g.armed = 0;
+    oom.armed = 0;
     mxp_policy_map_free(m);
-    g.armed = 1;
+    oom.armed = 1;
     return s;
 }
 
@@ -269,25 +183,25 @@ static mxp_status sc_map_set(void *vctx)
 {
     map_ctx *c = vctx;
     mxp_policy_map *m = NULL, *before = NULL;
-    g.armed = 0;
+    oom.armed = 0;
     assert_int_equal(mxp_policy_map_parse(c->text, &m), MXP_OK);
     assert_int_equal(mxp_policy_map_parse(c->text, &before), MXP_OK);
-    g.armed = 1;
+    oom.armed = 1;
     static const char *const keys[] = {"head/out", "head/(q|k|v)_proj/[a-z]+", "x", "y[0-9]*"};
     const mxp_policy p = pol("c=f16");
     mxp_status s = MXP_OK;
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         s = mxp_policy_map_set(m, keys[i], &p);
         if (s != MXP_OK) break;
-        g.armed = 0;
+        oom.armed = 0;
         assert_int_equal(mxp_policy_map_set(before, keys[i], &p), MXP_OK);
-        g.armed = 1;
+        oom.armed = 1;
     }
     assert_true(mxp_policy_map_equal(m, before)); /* unchanged by the failing set */
-    g.armed = 0;
+    oom.armed = 0;
     mxp_policy_map_free(m);
     mxp_policy_map_free(before);
-    g.armed = 1;
+    oom.armed = 1;
     return s;
 }
 
@@ -305,10 +219,10 @@ static mxp_status sc_map_grow(void *vctx)
         snprintf(key, sizeof key, i % 2 ? "layer_%zu/w" : "layer_%zu/.*", i);
         s = mxp_policy_map_set(m, key, &p);
     }
-    g.armed = 0;
+    oom.armed = 0;
     assert_int_equal(mxp_policy_map_count(m), s == MXP_OK ? i : i - 1);
     mxp_policy_map_free(m);
-    g.armed = 1;
+    oom.armed = 1;
     return s;
 }
 
@@ -318,7 +232,7 @@ static mxp_status sc_map_big_regex(void *vctx)
     (void)vctx;
     static const char big[] = "([ab]{225}){2}.*"; /* intervals copy their operand: ~450 states */
     mxp_policy_map *m = NULL;
-    g.armed = 0;
+    oom.armed = 0;
     m = mxp_policy_map_new(NULL);
     assert_non_null(m);
     const mxp_policy p = pol("f16"), q = pol("bf16");
@@ -328,7 +242,7 @@ static mxp_status sc_map_big_regex(void *vctx)
     char path[500];
     memset(path, 'b', 480);
     path[480] = '\0';
-    g.armed = 1;
+    oom.armed = 1;
     mxp_policy out;
     mxp_status s = mxp_policy_map_get(m, path, &out);
     if (s == MXP_OK) {
@@ -338,9 +252,9 @@ static mxp_status sc_map_big_regex(void *vctx)
         if (s == MXP_EAMBIGUOUS) s = MXP_OK;
         else if (s == MXP_OK) fail_msg("a path both keys match was not reported ambiguous");
     }
-    g.armed = 0;
+    oom.armed = 0;
     mxp_policy_map_free(m);
-    g.armed = 1;
+    oom.armed = 1;
     return s;
 }
 
@@ -349,10 +263,10 @@ static mxp_status sc_map_apply(void *vctx)
 {
     map_ctx *c = vctx;
     mxp_policy_map *m = NULL, *before = NULL;
-    g.armed = 0;
+    oom.armed = 0;
     assert_int_equal(mxp_policy_map_parse(c->text, &m), MXP_OK);
     assert_int_equal(mxp_policy_map_parse(c->text, &before), MXP_OK);
-    g.armed = 1;
+    oom.armed = 1;
     static const mxp_layer layers[] = {{"encoder/layer_0/dense", "dense"}, {"encoder/layer_0/bn", "batch_norm"},
                                        {"encoder/layer_2/dense", "dense"}, {"head/out", "dense"},
                                        {"encoder/layer_2/dense", "dense"}};
@@ -361,7 +275,7 @@ static mxp_status sc_map_apply(void *vctx)
     const mxp_policy p = pol("c=f16");
     size_t applied = 99;
     mxp_status s = mxp_policy_map_apply(m, layers, 5, &p, &sel, &applied);
-    g.armed = 0;
+    oom.armed = 0;
     if (s == MXP_OK) {
         assert_int_equal(applied, 4); /* the selected layers, the repeat included */
         assert_int_equal(mxp_policy_map_count(m), mxp_policy_map_count(before) + 2);
@@ -371,7 +285,7 @@ static mxp_status sc_map_apply(void *vctx)
     }
     mxp_policy_map_free(m);
     mxp_policy_map_free(before);
-    g.armed = 1;
+    oom.armed = 1;
     return s;
 }
 
@@ -405,14 +319,14 @@ static mxp_status sc_map_save(void *vctx)
     char path[96];
     snprintf(path, sizeof path, "%s/map.txt", c->dir);
     static const char old[] = "# the previous map\nkeep/me = f16\n";
-    g.armed = 0;
+    oom.armed = 0;
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(old, 1, sizeof old - 1, f), sizeof old - 1);
     assert_int_equal(fclose(f), 0);
-    g.armed = 1;
+    oom.armed = 1;
     mxp_status s = mxp_policy_map_save(c->ref, path);
-    g.armed = 0;
+    oom.armed = 0;
     size_t len = 0;
     const char *now = slurp(path, &len);
     assert_non_null(now);
@@ -426,7 +340,7 @@ static mxp_status sc_map_save(void *vctx)
         mxp_policy_map_free(back);
     }
     assert_int_equal(strays(c->dir, "map.txt"), 0);
-    g.armed = 1;
+    oom.armed = 1;
     return s;
 }
 
@@ -435,14 +349,14 @@ static mxp_status sc_map_load(void *vctx)
     map_ctx *c = vctx;
     char path[96];
     snprintf(path, sizeof path, "%s/load.txt", c->dir);
-    g.armed = 0;
+    oom.armed = 0;
     if (access(path, F_OK) != 0) {
         FILE *f = fopen(path, "wb");
         assert_non_null(f);
         assert_int_equal(fputs(c->text, f) >= 0, 1);
         assert_int_equal(fclose(f), 0);
     }
-    g.armed = 1;
+    oom.armed = 1;
     mxp_policy_map *m = (mxp_policy_map *)0x1;
     mxp_status s = mxp_policy_map_load(path, &m);
     if (s != MXP_OK) {
@@ -482,20 +396,20 @@ static mxp_status sc_map_load_fifo(void *vctx)
     map_ctx *c = vctx;
     char path[96];
     snprintf(path, sizeof path, "%s/fifo", c->dir);
-    g.armed = 0;
+    oom.armed = 0;
     if (access(path, F_OK) != 0) assert_int_equal(mkfifo(path, 0600), 0);
     fifo_feed feed = {path, c->text};
     pthread_t writer;
     assert_int_equal(pthread_create(&writer, NULL, feed_fifo, &feed), 0);
-    g.armed = 1;
+    oom.armed = 1;
     mxp_policy_map *m = (mxp_policy_map *)0x1;
     mxp_status s = mxp_policy_map_load(path, &m);
-    g.armed = 0;
+    oom.armed = 0;
     /* a load that failed before opening the FIFO left the writer waiting for a reader */
     const int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd >= 0) close(fd);
     assert_int_equal(pthread_join(writer, NULL), 0);
-    g.armed = 1;
+    oom.armed = 1;
     if (s != MXP_OK) {
         assert_ptr_equal(m, (mxp_policy_map *)0x1);
         return s;
@@ -694,13 +608,13 @@ static mxp_status sc_scaler(void *vctx)
         assert_ptr_equal(s, (mxp_fp8_scaler *)0x1);
         return st;
     }
-    g.armed = 0;
+    oom.armed = 0;
     assert_int_equal(mxp_fp8_scaler_set_amax(s, 3.0f), MXP_OK);
     assert_int_equal(mxp_fp8_scaler_update(s), MXP_OK);
     char text[4096];
     const int n = mxp_fp8_scaler_save(s, text, sizeof text);
     assert_true(n > 0 && (size_t)n < sizeof text);
-    g.armed = 1;
+    oom.armed = 1;
     mxp_fp8_scaler *back = (mxp_fp8_scaler *)0x1;
     st = mxp_fp8_scaler_restore(text, &back);
     if (st == MXP_OK) {
@@ -765,14 +679,14 @@ static void test_threads_refused(void **state)
     assert_true(src && dst && want);
     for (size_t i = 0; i < n; i++) src[i] = tu_f32(tu_fmix32((uint32_t)i));
     assert_int_equal(mxp_convert(want, MXP_BFLOAT16, src, MXP_FLOAT32, n), MXP_OK);
-    g.no_threads = 1;
-    g.thread_tries = 0;
+    thr.no_threads = 1;
+    thr.tries = 0;
     const mxp_convert_opts o = {MXP_ROUND_NEAREST_EVEN, false, 0, 4};
     memset(dst, 0xAA, n * sizeof *dst);
     assert_int_equal(mxp_convert_ex(dst, MXP_BFLOAT16, src, MXP_FLOAT32, n, &o), MXP_OK);
-    g.no_threads = 0;
+    thr.no_threads = 0;
     assert_memory_equal(dst, want, n * sizeof *dst);
-    if (g.thread_tries == 0)
+    if (thr.tries == 0)
         print_message("# note: no worker was started (the pool was already running or the call stayed "
                       "single-threaded): refused threads not exercised\n");
     /* once threads can start again, the next threaded call uses them and agrees */

@@ -1372,26 +1372,27 @@ static mxp_status make_temp(const char *path, char **tmp, int *fd)
     return MXP_OK;
 }
 
+/* The directory's name is copied to the stack, not malloc'd: this runs after the rename, where
+ * a failed allocation could only skip the fsync and still report success (commit and
+ * write_small_file did, found by tools/tests/test_safetensors_oom.c). A name that does not fit
+ * in PATH_MAX could not have been renamed into (ENAMETOOLONG), so the limit loses nothing. */
 static void fsync_dir(const char *path)
 {
     const char *slash = strrchr(path, '/');
-    char *dir;
+    char dir[PATH_MAX];
     if (slash) {
         size_t n = (size_t)(slash - path);
-        dir = malloc(n + 2);
-        if (!dir) return;
+        if (n + 2 > sizeof dir) return;
         memcpy(dir, path, n ? n : 1);
         dir[n ? n : 1] = '\0';
     } else {
-        dir = strdup(".");
-        if (!dir) return;
+        strcpy(dir, ".");
     }
     int fd = open(dir, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         (void)fsync(fd);
         close(fd);
     }
-    free(dir);
 }
 
 /* Move tmp to path: rename with overwrite, else a no-clobber link + unlink. */

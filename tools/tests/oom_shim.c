@@ -17,21 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__real_aligned_alloc(size_t align, size_t n);
-int __real_posix_memalign(void **p, size_t align, size_t n);
-char *__real_strdup(const char *s);
-char *__real_strndup(const char *s, size_t n);
-
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_aligned_alloc(size_t align, size_t n);
-int __wrap_posix_memalign(void **p, size_t align, size_t n);
-char *__wrap_strdup(const char *s);
-char *__wrap_strndup(const char *s, size_t n);
+#define OOM_WRAP_DECLS_ONLY /* the __real_ / __wrap_ declarations only */
+#include "oom_wrap.h"
 
 static atomic_long count;
 static long fail_at = -2; /* -2: not read yet, -1: no failure */
