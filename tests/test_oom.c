@@ -120,6 +120,25 @@ static mxp_policy pol(const char *text)
     return p;
 }
 
+/* A map parsed, and freed, outside the count (the scenario's own setup) */
+static mxp_policy_map *parse_quiet(const char *text)
+{
+    const int armed = oom.armed;
+    oom.armed = 0;
+    mxp_policy_map *m = NULL;
+    assert_int_equal(mxp_policy_map_parse(text, &m), MXP_OK);
+    oom.armed = armed;
+    return m;
+}
+
+static void free_quiet(mxp_policy_map *m)
+{
+    const int armed = oom.armed;
+    oom.armed = 0;
+    mxp_policy_map_free(m);
+    oom.armed = armed;
+}
+
 /* A map text with a default, exact keys, regex keys and a quoted key. */
 static const char map_text[] = "@default = p=f32,c=bf16,o=f32\n"
                                "encoder/layer_0/dense = f32\n"
@@ -155,10 +174,7 @@ static mxp_status sc_map_get(void *vctx)
     static const char *const paths[] = {"encoder/layer_0/dense", "encoder/block/norm_3", "decoder/mlp/w1",
                                         "odd key # with hash", "unmatched/path", "encoder/block/norm_3"};
     static const char *const want[] = {"f32", "f32", "c=f16,o=f32", "bf16", "p=f32,c=bf16,o=f32", "f32"};
-    mxp_policy_map *m = NULL;
-    oom.armed = 0; /* a fresh map each run, so that its cache is cold */
-    assert_int_equal(mxp_policy_map_parse(c->text, &m), MXP_OK);
-    oom.armed = 1;
+    mxp_policy_map *m = parse_quiet(c->text); /* a fresh map each run, so that its cache is cold */
     mxp_status s = MXP_OK;
     for (size_t i = 0; i < sizeof paths / sizeof *paths && s == MXP_OK; i++) {
         mxp_policy out = pol("f16"), before = out;
@@ -172,9 +188,7 @@ static mxp_status sc_map_get(void *vctx)
         mxp_policy w = pol(want[i]);
         assert_true(mxp_policy_equal(&out, &w));
     }
-    oom.armed = 0;
-    mxp_policy_map_free(m);
-    oom.armed = 1;
+    free_quiet(m);
     return s;
 }
 
@@ -182,11 +196,7 @@ static mxp_status sc_map_get(void *vctx)
 static mxp_status sc_map_set(void *vctx)
 {
     map_ctx *c = vctx;
-    mxp_policy_map *m = NULL, *before = NULL;
-    oom.armed = 0;
-    assert_int_equal(mxp_policy_map_parse(c->text, &m), MXP_OK);
-    assert_int_equal(mxp_policy_map_parse(c->text, &before), MXP_OK);
-    oom.armed = 1;
+    mxp_policy_map *m = parse_quiet(c->text), *before = parse_quiet(c->text);
     static const char *const keys[] = {"head/out", "head/(q|k|v)_proj/[a-z]+", "x", "y[0-9]*"};
     const mxp_policy p = pol("c=f16");
     mxp_status s = MXP_OK;
@@ -198,10 +208,8 @@ static mxp_status sc_map_set(void *vctx)
         oom.armed = 1;
     }
     assert_true(mxp_policy_map_equal(m, before)); /* unchanged by the failing set */
-    oom.armed = 0;
-    mxp_policy_map_free(m);
-    mxp_policy_map_free(before);
-    oom.armed = 1;
+    free_quiet(m);
+    free_quiet(before);
     return s;
 }
 
@@ -252,9 +260,7 @@ static mxp_status sc_map_big_regex(void *vctx)
         if (s == MXP_EAMBIGUOUS) s = MXP_OK;
         else if (s == MXP_OK) fail_msg("a path both keys match was not reported ambiguous");
     }
-    oom.armed = 0;
-    mxp_policy_map_free(m);
-    oom.armed = 1;
+    free_quiet(m);
     return s;
 }
 
@@ -262,11 +268,7 @@ static mxp_status sc_map_big_regex(void *vctx)
 static mxp_status sc_map_apply(void *vctx)
 {
     map_ctx *c = vctx;
-    mxp_policy_map *m = NULL, *before = NULL;
-    oom.armed = 0;
-    assert_int_equal(mxp_policy_map_parse(c->text, &m), MXP_OK);
-    assert_int_equal(mxp_policy_map_parse(c->text, &before), MXP_OK);
-    oom.armed = 1;
+    mxp_policy_map *m = parse_quiet(c->text), *before = parse_quiet(c->text);
     static const mxp_layer layers[] = {{"encoder/layer_0/dense", "dense"}, {"encoder/layer_0/bn", "batch_norm"},
                                        {"encoder/layer_2/dense", "dense"}, {"head/out", "dense"},
                                        {"encoder/layer_2/dense", "dense"}};

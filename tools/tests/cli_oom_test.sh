@@ -7,19 +7,11 @@
 # or a sanitizer report, and leave the output directory empty (no output file, no shard, no
 # temporary file).
 set -u
-# Under AddressSanitizer a report must not pass for an expected failure.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86"
 M=$1
 K=$2
-base=${TMPDIR:-/tmp}
-[ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm
-T=$(mktemp -d "$base/mixprec_oom.XXXXXX")
-trap 'rm -rf "$T"' EXIT INT TERM
-cd "$T" || exit 1
-fails=0
+scratch=mixprec_oom
+. "$(dirname "$0")/cli_lib.sh" # ASAN_OPTIONS, the scratch directory $T (now current), ok / bad
 runs=0
-ok() { printf 'ok   %s\n' "$1"; }
-bad() { printf 'FAIL %s\n' "$1"; fails=$((fails + 1)); }
 
 "$K" write model.safetensors 'fc.weight=F32[16,40]:rand' 'fc.bias=F32[16]:rand' \
     'layer_norm.weight=F32[40]:ones' 'emb=BF16[8,12]:rand' 'step=I64[]:ramp' || exit 1

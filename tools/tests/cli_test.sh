@@ -6,23 +6,14 @@
 # The files come from mkst (tools/tests/mkst.c), which writes them through the library's
 # float64 conversion and reads them back with its own bit decoding.
 set -u
-# Under AddressSanitizer a report must not pass for an expected exit 1 (a bad input file).
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86"
 M=$1
 K=$2
-# A tmpfs keeps the many fsyncs of the atomic writer cheap; any directory works.
-base=${TMPDIR:-/tmp}
-[ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm
-T=$(mktemp -d "$base/mixprec_cli.XXXXXX")
-trap 'rm -rf "$T"' EXIT INT TERM
-cd "$T" || exit 1
-fails=0
+scratch=mixprec_cli
+. "$(dirname "$0")/cli_lib.sh" # ASAN_OPTIONS, the scratch directory $T (now current), ok / bad
 # the system python when there is one (version-manager shims cost a second per start)
 PY=python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 command -v $PY >/dev/null 2>&1 || PY=
-ok() { printf 'ok   %s\n' "$1"; }
-bad() { printf 'FAIL %s\n' "$1"; fails=$((fails + 1)); }
 # expect CODE DESC CMD...: run, compare the exit code
 expect() {
     want=$1; desc=$2; shift 2
