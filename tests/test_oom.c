@@ -153,18 +153,25 @@ typedef struct map_ctx {
     char dir[64];        /* a scratch directory for load/save */
 } map_ctx;
 
+/* A map made by the call under test (parse, load): on failure *out stayed at its sentinel 0x1,
+ * on success it equals ref (then freed). */
+static mxp_status check_map(mxp_status s, mxp_policy_map *m, const mxp_policy_map *ref)
+{
+    if (s != MXP_OK) {
+        assert_ptr_equal(m, (mxp_policy_map *)0x1);
+        return s;
+    }
+    assert_true(mxp_policy_map_equal(m, ref));
+    mxp_policy_map_free(m);
+    return s;
+}
+
 static mxp_status sc_map_parse(void *vctx)
 {
     map_ctx *c = vctx;
     mxp_policy_map *m = (mxp_policy_map *)0x1; /* must stay as it is on failure */
     mxp_status s = mxp_policy_map_parse(c->text, &m);
-    if (s != MXP_OK) {
-        assert_ptr_equal(m, (mxp_policy_map *)0x1);
-        return s;
-    }
-    assert_true(mxp_policy_map_equal(m, c->ref));
-    mxp_policy_map_free(m);
-    return s;
+    return check_map(s, m, c->ref);
 }
 
 /* get / match through the regex keys and the cache (the cache may fail: the answer must not) */
@@ -361,13 +368,7 @@ static mxp_status sc_map_load(void *vctx)
     oom.armed = 1;
     mxp_policy_map *m = (mxp_policy_map *)0x1;
     mxp_status s = mxp_policy_map_load(path, &m);
-    if (s != MXP_OK) {
-        assert_ptr_equal(m, (mxp_policy_map *)0x1);
-        return s;
-    }
-    assert_true(mxp_policy_map_equal(m, c->ref));
-    mxp_policy_map_free(m);
-    return s;
+    return check_map(s, m, c->ref);
 }
 
 /* A FIFO is read in chunks that grow: a writer thread feeds it a map padded past the first
@@ -412,13 +413,7 @@ static mxp_status sc_map_load_fifo(void *vctx)
     if (fd >= 0) close(fd);
     assert_int_equal(pthread_join(writer, NULL), 0);
     oom.armed = 1;
-    if (s != MXP_OK) {
-        assert_ptr_equal(m, (mxp_policy_map *)0x1);
-        return s;
-    }
-    assert_true(mxp_policy_map_equal(m, c->ref));
-    mxp_policy_map_free(m);
-    return s;
+    return check_map(s, m, c->ref);
 }
 
 static mxp_status sc_map_new(void *vctx)
