@@ -927,7 +927,7 @@ static mxp_status open_index(mxst_file *f, const char *path, bool strict);
 
 mxp_status mxst_open(const char *path, bool strict, mxst_file **out)
 {
-    if (!path || !out) return fail(MXP_EINVAL, "mxst_open: NULL argument");
+    if (!path || !out) return fail(MXP_EINVAL, "mxst_open: %s is NULL", !path ? "path" : "out");
     mxst_file *f = calloc(1, sizeof *f);
     if (!f) return fail(MXP_ENOMEM, "out of memory");
     f->path = strdup(path);
@@ -959,7 +959,8 @@ mxp_status mxst_open(const char *path, bool strict, mxst_file **out)
 mxp_status mxst_open_mem(const void *data, size_t size, const char *name, bool strict,
                          mxst_file **out)
 {
-    if ((!data && size) || !name || !out) return fail(MXP_EINVAL, "mxst_open_mem: NULL argument");
+    if ((!data && size) || !name || !out)
+        return fail(MXP_EINVAL, "mxst_open_mem: %s is NULL", !name ? "name" : !out ? "out" : "data (with size > 0)");
     mxst_file *f = calloc(1, sizeof *f);
     if (!f) return fail(MXP_ENOMEM, "out of memory");
     f->path = strdup(name);
@@ -1289,7 +1290,8 @@ bool mxst_shard_identity(const mxst_file *f, size_t i, uint64_t *dev, uint64_t *
 mxp_status mxst_read(const mxst_file *f, const mxst_tensor *t, uint64_t offset, void *buf,
                      size_t len)
 {
-    if (!f || !t || (!buf && len)) return fail(MXP_EINVAL, "mxst_read: NULL argument");
+    if (!f || !t || (!buf && len))
+        return fail(MXP_EINVAL, "mxst_read: %s is NULL", !f ? "f" : !t ? "t" : "buf (with len > 0)");
     if (t->shard >= f->nshards || offset > t->nbytes || len > t->nbytes - offset)
         return fail(MXP_EINVAL,
                     "mxst_read: tensor '%s': bytes [%llu, +%zu) outside its %llu "
@@ -1438,7 +1440,8 @@ static mxp_status write_all(int fd, const char *label, const void *buf, size_t l
 
 mxp_status mxst_write_small_file(const char *path, const void *data, size_t len, unsigned flags)
 {
-    if (!path || (!data && len)) return fail(MXP_EINVAL, "mxst_write_small_file: NULL argument");
+    if (!path || (!data && len))
+        return fail(MXP_EINVAL, "mxst_write_small_file: %s is NULL", !path ? "path" : "data (with len > 0)");
     char *tmp;
     int fd;
     mxp_status st = make_temp(path, &tmp, &fd);
@@ -1508,7 +1511,9 @@ mxp_status mxst_writer_begin(const char *path, const mxst_spec *tensors, size_t 
                              mxst_writer **out)
 {
     if (!path || (!tensors && n) || (!meta_kv && npairs) || !out)
-        return fail(MXP_EINVAL, "mxst_writer_begin: NULL argument");
+        return fail(MXP_EINVAL, "mxst_writer_begin: %s is NULL",
+                    !path ? "path" : !out ? "out" : !meta_kv && npairs ? "meta_kv (with npairs > 0)"
+                                                                        : "tensors (with n > 0)");
     pthread_once(&json_once, json_init);
     mxst_writer *w = calloc(1, sizeof *w);
     if (!w) return fail(MXP_ENOMEM, "out of memory");
@@ -1572,7 +1577,9 @@ mxp_status mxst_writer_begin(const char *path, const mxst_spec *tensors, size_t 
         if (!utf8_ok(w->t[i].name))
             st = fail(MXP_EINVAL, "%s: tensor name '%s' is not valid UTF-8", SHOW(path), SHOW(w->t[i].name));
     for (size_t i = 0; i < npairs && st == MXP_OK; i++) {
-        if (!meta_kv[2 * i] || !meta_kv[2 * i + 1]) st = fail(MXP_EINVAL, "NULL metadata");
+        if (!meta_kv[2 * i] || !meta_kv[2 * i + 1])
+            st = fail(MXP_EINVAL, "%s: metadata pair %zu: its %s is NULL", SHOW(path), i,
+                      !meta_kv[2 * i] ? "key" : "value");
         for (int kv = 0; kv < 2 && st == MXP_OK; kv++)
             if (!utf8_ok(meta_kv[2 * i + kv]))
                 st = fail(MXP_EINVAL, "%s: metadata %s '%s' is not valid UTF-8", SHOW(path), kv ? "value" : "key",
@@ -1592,7 +1599,7 @@ mxp_status mxst_writer_begin(const char *path, const mxst_spec *tensors, size_t 
     pthread_mutex_unlock(&g_sort_lock);
     for (size_t k = 1; k < n; k++) {
         const wtensor *a = &w->t[w->order[k - 1]], *b = &w->t[w->order[k]];
-        if (strcmp(a->name, b->name) == 0 || 0) {
+        if (strcmp(a->name, b->name) == 0) {
             st = fail(MXP_EINVAL, "%s: tensor '%s' given twice (rule: unique-names)", SHOW(path),
                       SHOW(a->name));
         }
@@ -1732,7 +1739,8 @@ uint64_t mxst_writer_file_size(const mxst_writer *w)
 
 mxp_status mxst_writer_write(mxst_writer *w, const void *buf, size_t len)
 {
-    if (!w || (!buf && len)) return fail(MXP_EINVAL, "mxst_writer_write: NULL argument");
+    if (!w || (!buf && len))
+        return fail(MXP_EINVAL, "mxst_writer_write: %s is NULL", !w ? "w" : "buf (with len > 0)");
     if (w->failed || w->finished)
         return fail(MXP_EINVAL, "%s: write after a failure or after finish", SHOW(w->path));
     if (len > w->data_size - w->written) {
@@ -1766,7 +1774,7 @@ mxp_status mxst_writer_write(mxst_writer *w, const void *buf, size_t len)
 
 mxp_status mxst_writer_finish(mxst_writer *w)
 {
-    if (!w) return fail(MXP_EINVAL, "mxst_writer_finish: NULL argument");
+    if (!w) return fail(MXP_EINVAL, "mxst_writer_finish: w is NULL");
     if (w->finished) return MXP_OK;
     if (w->failed) return fail(MXP_EINVAL, "%s: finish after a failed write", SHOW(w->path));
     if (w->written != w->data_size) {
@@ -1793,7 +1801,7 @@ mxp_status mxst_writer_finish(mxst_writer *w)
 
 mxp_status mxst_writer_commit(mxst_writer *w)
 {
-    if (!w) return fail(MXP_EINVAL, "mxst_writer_commit: NULL argument");
+    if (!w) return fail(MXP_EINVAL, "mxst_writer_commit: w is NULL");
     mxp_status st = mxst_writer_finish(w);
     if (st == MXP_OK) st = publish(w->tmp, w->path, w->flags);
     if (st) {

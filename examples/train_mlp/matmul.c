@@ -20,7 +20,16 @@ enum { KBLOCK = 64, MAX_THREADS = 64 };
  * 4) and the loader picks the best copy for the CPU (GNU ifunc). AVX2 only, no FMA: the code
  * does exactly the same float32 multiplies and adds in the same order, so the bits are the
  * same on every x86-64 CPU. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+/* Not under ThreadSanitizer: its instrumented ifunc resolver runs before the runtime is set up
+ * and crashes at load time (a TSan limitation), so a TSan build keeps the portable copy only. */
+#if defined(__SANITIZE_THREAD__)
+#define MLP_NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MLP_NO_CLONES 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute) && !defined(MLP_NO_CLONES)
 #if __has_attribute(target_clones)
 #define KERNEL __attribute__((target_clones("avx2", "default")))
 #endif

@@ -36,8 +36,10 @@ static unsigned char *mkfile(const char *header, size_t ndata, size_t *size)
 }
 
 /* Expect header+data to be refused with MXP_EFORMAT and a message containing each of the
- * NULL-terminated strings. */
-static void expect_bad(const char *header, size_t ndata, ...)
+ * NULL-terminated strings. The strings reach the function as an array, not as variadic
+ * arguments: a bare NULL after the last typed argument of a variadic call is undefined where
+ * NULL is a plain 0 (cppcheck's varFuncNullUB). */
+static void expect_bad_list(const char *header, size_t ndata, const char *const *want)
 {
     size_t size;
     unsigned char *b = mkfile(header, ndata, &size);
@@ -48,16 +50,13 @@ static void expect_bad(const char *header, size_t ndata, ...)
     assert_ptr_equal(f, (mxst_file *)(uintptr_t)0x1); /* untouched */
     const char *msg = mxst_last_error();
     assert_non_null(strstr(msg, "bad.safetensors"));
-    va_list ap;
-    va_start(ap, ndata);
-    const char *want;
-    while ((want = va_arg(ap, const char *)) != NULL) {
-        if (!strstr(msg, want)) print_error("message '%s' lacks '%s'\n", msg, want);
-        assert_non_null(strstr(msg, want));
+    for (; *want; want++) {
+        if (!strstr(msg, *want)) print_error("message '%s' lacks '%s'\n", msg, *want);
+        assert_non_null(strstr(msg, *want));
     }
-    va_end(ap);
     free(b);
 }
+#define expect_bad(header, ndata, ...) expect_bad_list((header), (ndata), (const char *const[]){__VA_ARGS__})
 
 static unsigned char *g_keep[64];
 static int g_nkeep;
@@ -652,6 +651,64 @@ static void test_parse_size(void **state)
     assert_false(mxst_parse_size("5GB x", &v));
 }
 
+/* A NULL argument gets MXP_EINVAL and a message naming the function and the argument, leaves
+ * *out untouched, and writes no file. */
+static void expect_null(mxp_status s, const char *text)
+{
+    assert_int_equal(s, MXP_EINVAL);
+    if (!strstr(mxst_last_error(), text)) print_error("message '%s' lacks '%s'\n", mxst_last_error(), text);
+    assert_non_null(strstr(mxst_last_error(), text));
+}
+
+static void test_null_args(void **state)
+{
+    (void)state;
+    char path[600];
+    snprintf(path, sizeof path, "%s/null_args.safetensors", g_dir);
+    mxst_file *const untouched = (mxst_file *)(uintptr_t)0x1;
+    mxst_file *f = untouched;
+    expect_null(mxst_open(NULL, false, &f), "mxst_open: path is NULL");
+    expect_null(mxst_open(path, false, NULL), "mxst_open: out is NULL");
+    expect_null(mxst_open_mem(NULL, 8, "m", false, &f), "mxst_open_mem: data (with size > 0) is NULL");
+    expect_null(mxst_open_mem("x", 1, NULL, false, &f), "mxst_open_mem: name is NULL");
+    expect_null(mxst_open_mem("x", 1, "m", false, NULL), "mxst_open_mem: out is NULL");
+    assert_ptr_equal(f, untouched);
+
+    f = expect_good("{\"w\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4);
+    const mxst_tensor *t = mxst_find(f, "w");
+    assert_non_null(t);
+    unsigned char buf[4];
+    expect_null(mxst_read(NULL, t, 0, buf, 4), "mxst_read: f is NULL");
+    expect_null(mxst_read(f, NULL, 0, buf, 4), "mxst_read: t is NULL");
+    expect_null(mxst_read(f, t, 0, NULL, 4), "mxst_read: buf (with len > 0) is NULL");
+    assert_int_equal(mxst_read(f, t, 0, NULL, 0), MXP_OK); /* nothing to read */
+    mxst_close(f);
+
+    expect_null(mxst_write_small_file(NULL, "x", 1, 0), "mxst_write_small_file: path is NULL");
+    expect_null(mxst_write_small_file(path, NULL, 1, 0), "mxst_write_small_file: data (with len > 0) is NULL");
+
+    const uint64_t shape[] = {2};
+    const mxst_spec spec[] = {{"w", MXST_U8, 1, shape}};
+    const char *kv[] = {"k", "v"};
+    mxst_writer *const wkeep = (mxst_writer *)(uintptr_t)0x1;
+    mxst_writer *w = wkeep;
+    expect_null(mxst_writer_begin(NULL, spec, 1, kv, 1, 0, &w), "mxst_writer_begin: path is NULL");
+    expect_null(mxst_writer_begin(path, NULL, 1, kv, 1, 0, &w), "mxst_writer_begin: tensors (with n > 0) is NULL");
+    expect_null(mxst_writer_begin(path, spec, 1, NULL, 1, 0, &w), "mxst_writer_begin: meta_kv (with npairs > 0) is NULL");
+    expect_null(mxst_writer_begin(path, spec, 1, kv, 1, 0, NULL), "mxst_writer_begin: out is NULL");
+    const char *no_key[] = {NULL, "v"}, *no_value[] = {"k", NULL};
+    expect_null(mxst_writer_begin(path, spec, 1, no_key, 1, 0, &w), "metadata pair 0: its key is NULL");
+    expect_null(mxst_writer_begin(path, spec, 1, no_value, 1, 0, &w), "metadata pair 0: its value is NULL");
+    assert_ptr_equal(w, wkeep);
+    expect_null(mxst_writer_write(NULL, "ab", 2), "mxst_writer_write: w is NULL");
+    expect_null(mxst_writer_finish(NULL), "mxst_writer_finish: w is NULL");
+    expect_null(mxst_writer_commit(NULL), "mxst_writer_commit: w is NULL");
+    assert_int_equal(mxst_writer_begin(path, spec, 1, kv, 1, 0, &w), MXP_OK);
+    expect_null(mxst_writer_write(w, NULL, 2), "mxst_writer_write: buf (with len > 0) is NULL");
+    mxst_writer_abort(w);
+    assert_int_equal(access(path, F_OK), -1); /* no file was written */
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -662,6 +719,7 @@ int main(void)
         cmocka_unit_test(test_bad_files),     cmocka_unit_test(test_memory_bound),
         cmocka_unit_test(test_writer_layout), cmocka_unit_test(test_sharded),
         cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_fifo_refused),
+        cmocka_unit_test(test_null_args),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (int i = 0; i < g_nkeep; i++) free(g_keep[i]);
