@@ -22,6 +22,8 @@ case "$what" in
   # optional: bench_qmatmul's OpenBLAS cblas_sgemm baseline (the benchmarks build without it)
   bench) need libopenblas-dev ;;
   ci) need dataset-fashion-mnist; need clang; need gcc-aarch64-linux-gnu; need libc6-dev-arm64-cross
+      # scan-build: the static analyzer step (scripts/analyze.sh)
+      need clang-tools
       need openmpi-bin; need libopenmpi-dev
       need qemu-user
       # scripts/bochs_avx512.sh: the AVX-512 machine code in an emulator (x86-64 only)

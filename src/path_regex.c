@@ -234,14 +234,14 @@ static int parse_bracket(parser *p)
             break;
         }
         size_t start_at = p->i;
-        int kind;
-        unsigned lo;
+        int kind = 0;
+        unsigned lo = 0;
         if (bracket_elem(p, at, first, &kind, &lo) < 0) return -1;
         first = false;
         if (p->i + 1 < p->len && k[p->i] == '-' && k[p->i + 1] != ']') { /* a range */
             p->i++;
-            int kind2;
-            unsigned hi;
+            int kind2 = 0;
+            unsigned hi = 0;
             if (kind != 0)
                 return fail(p, "range at offset %zu starts with a character or equivalence class", start_at);
             if (bracket_elem(p, at, true, &kind2, &hi) < 0) return -1;

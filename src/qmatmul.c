@@ -179,6 +179,7 @@ mxp_status mxp__matmul_int8_k(const mxp__kernels *kt, size_t k32_max, void *y, m
     p.nc = p.small ? p.o->rows_nc : p.o->nc;
     if (p.nc > n) p.nc = n;
     p.mc = p.o->mc < m ? p.o->mc : m;
+    if (p.mc == 0) p.mc = 1; /* every kernel table has mc > 0; a zero must not divide below */
     /* rows per outer block: a multiple of mc with an accumulator block near QMM_ACC_ELEMS */
     p.mb = p.small ? m : QMM_ACC_ELEMS / p.nc / p.mc * p.mc;
     if (p.mb < p.mc) p.mb = p.mc;

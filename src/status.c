@@ -31,7 +31,7 @@ const char *mxp_last_error(void) { return last_error; }
 
 void mxp_clear_error(void) { last_error[0] = '\0'; }
 
-mxp_status mxp__fail(mxp_status s, const char *fmt, ...)
+mxp_status(mxp__fail)(mxp_status s, const char *fmt, ...) /* (): not internal.h's analyzer macro */
 {
     va_list ap;
     va_start(ap, fmt);
