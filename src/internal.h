@@ -21,9 +21,9 @@
  * Typical use: return mxp__fail(MXP_EPARSE, "unknown key '%s' in '%s'", key, text); */
 mxp_status mxp__fail(mxp_status s, const char *fmt, ...) MXP__PRINTF(2, 3);
 #ifdef __clang_analyzer__
-/* The static analyzer (scripts/analyze.sh) does not follow mxp__fail into error.c, so it would
- * take a failure for MXP_OK and walk on with *out unset: under the analyzer only, a call is
- * also seen to return its status. */
+/* The static analyzer (scripts/analyze.sh) does not step into variadic functions such as
+ * mxp__fail (status.c), so it would take a failure for MXP_OK and walk on with *out unset:
+ * under the analyzer only, a call is also seen to return its status. */
 #define mxp__fail(s, ...) (mxp__fail((s), __VA_ARGS__), (s))
 #endif
 /* s, after heading the current message with "fn: " when s is a failure (a head naming another
