@@ -398,13 +398,19 @@ static void check_written(const char *path)
     mxst_close(f);
 }
 
+/* A directory scenario's prologue, unarmed: the old file (if any) put back in place. Returns the
+ * output's base name, the one file the directory may hold afterwards. */
+static const char *dir_prologue(const dir_ctx *c)
+{
+    oom.armed = 0;
+    if (c->old) write_bytes(c->path, c->old, c->nold);
+    return strrchr(c->path, '/') + 1;
+}
+
 static mxp_status sc_writer(void *vctx)
 {
     const dir_ctx *c = vctx;
-    const char *base = strrchr(c->path, '/') + 1;
-    const char *const keep[] = {base, NULL};
-    oom.armed = 0;
-    if (c->old) write_bytes(c->path, c->old, c->nold);
+    const char *const keep[] = {dir_prologue(c), NULL};
     mxst_spec spec[NT];
     for (size_t i = 0; i < NT; i++) spec[i] = (mxst_spec){T[i].name, T[i].dtype, T[i].ndim, T[i].shape};
     oom.armed = 1;
@@ -508,10 +514,7 @@ static mxp_status sc_index_json(void *vctx)
 static mxp_status sc_small_file(void *vctx)
 {
     const dir_ctx *c = vctx;
-    const char *base = strrchr(c->path, '/') + 1;
-    const char *const keep[] = {base, NULL};
-    oom.armed = 0;
-    if (c->old) write_bytes(c->path, c->old, c->nold);
+    const char *const keep[] = {dir_prologue(c), NULL};
     oom.armed = 1;
     const mxp_status s = mxst_write_small_file(c->path, INDEX_WANT, strlen(INDEX_WANT), c->flags);
     oom.armed = 0;
@@ -580,13 +583,19 @@ static void test_open_mem_oom(void **state)
     free(bytes);
 }
 
+/* A zeroed scenario context with a fresh directory of its own (c->dir). */
+static void dir_init(dir_ctx *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->dir, sizeof c->dir, "/tmp/mxst_oom_XXXXXX");
+    assert_non_null(mkdtemp(c->dir));
+}
+
 static void test_open_oom(void **state)
 {
     (void)state;
     dir_ctx c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.dir, sizeof c.dir, "/tmp/mxst_oom_XXXXXX");
-    assert_non_null(mkdtemp(c.dir));
+    dir_init(&c);
     size_t size;
     unsigned char *bytes = make_file(HEADER, g_data, NDATA, &size);
     snprintf(c.path, sizeof c.path, "%s/model.safetensors", c.dir);
@@ -619,9 +628,7 @@ static void test_writer_oom(void **state)
 {
     (void)state;
     dir_ctx c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.dir, sizeof c.dir, "/tmp/mxst_oom_XXXXXX");
-    assert_non_null(mkdtemp(c.dir));
+    dir_init(&c);
     snprintf(c.path, sizeof c.path, "%s/out.safetensors", c.dir);
     /* a fresh path (no fsync of the data: tests only; the directory is fsynced all the same) */
     c.flags = MXST_NO_FSYNC;
@@ -647,9 +654,7 @@ static void test_index_oom(void **state)
     assert_true(sweep(&json) > 3 * NBIG);
 
     dir_ctx c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.dir, sizeof c.dir, "/tmp/mxst_oom_XXXXXX");
-    assert_non_null(mkdtemp(c.dir));
+    dir_init(&c);
     snprintf(c.path, sizeof c.path, "%s/model.safetensors.index.json", c.dir);
     c.flags = 0;
     const scenario fresh = {"mxst_write_small_file (new file)", sc_small_file, &c, 0};
