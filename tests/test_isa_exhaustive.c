@@ -260,23 +260,28 @@ static void f64_sweep(const mxp__kernels *k, uint32_t every, size_t pstep)
     free(x);
 }
 
+/* MXP_EXHAUSTIVE_FULL set (and not "0"): every sweep complete. */
+static bool env_full(void)
+{
+    const char *e = getenv("MXP_EXHAUSTIVE_FULL");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 /* The emulated program (MXP_EMU512) checks the avx512 kernels compiled on emulated intrinsics,
- * for CPUs without AVX-512. On a CPU with AVX-512 F/BW/VL/DQ (and `ext`, when given, e.g.
- * "avx512bf16") the plain program already sweeps the same kernel source natively and in full,
- * so the emulated copy samples one block in EMU_NATIVE_STRIDE in every mode instead (its 286 s
- * were the longest test of CI on such a CPU). Always false in the plain program. */
+ * for CPUs without AVX-512. On a CPU with AVX-512 F/BW/VL/DQ (and AVX512_BF16 when bf16) the
+ * plain program already sweeps the same kernel source natively and in full, so the emulated
+ * copy samples one block in EMU_NATIVE_STRIDE in every mode instead (its 286 s were the longest
+ * test of CI on such a CPU). Always false in the plain program. */
 enum { EMU_NATIVE_STRIDE = 16 };
-static bool emu_covered_natively(const char *ext)
+static bool emu_covered_natively(bool bf16)
 {
 #if defined(MXP_EMU512) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
-        return false;
-    if (ext && strcmp(ext, "avx512bf16") == 0) return __builtin_cpu_supports("avx512bf16");
-    return ext == NULL;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           (!bf16 || __builtin_cpu_supports("avx512bf16"));
 #else
-    (void)ext;
+    (void)bf16;
     return false;
 #endif
 }
@@ -294,15 +299,9 @@ static void run_isa(mxp__isa_id isa)
         print_message("ISA %s not available on this CPU/build: skipped\n", mxp__isa_name(isa));
         skip();
     }
-    const char *full_env = getenv("MXP_EXHAUSTIVE_FULL");
-    const bool full = full_env && *full_env && strcmp(full_env, "0") != 0;
+    const bool full = env_full();
     uint32_t stride = env_stride();
-    if (!stride && !full && emu_covered_natively(NULL)) {
-        stride = EMU_NATIVE_STRIDE;
-        print_message("%s: this CPU runs the same kernels natively (test_isa_exhaustive sweeps them "
-                      "there): the emulated copy samples 1/%u (MXP_EXHAUSTIVE_FULL=1 for all)\n",
-                      k->name, (unsigned)stride);
-    }
+    if (!stride && !full && emu_covered_natively(false)) stride = EMU_NATIVE_STRIDE;
     for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
         decode_all(k, targets[t]);
         for (int mode = 0; mode < MXP__NMODES; mode++)
@@ -316,7 +315,8 @@ static void run_isa(mxp__isa_id isa)
         print_message("%s: float64 -> narrow not accelerated: its boundary sweep skipped\n", k->name);
     if (stride)
         print_message("%s: float32 sweeps 1/%u in every mode (%s)\n", k->name, (unsigned)stride,
-                      env_stride() ? "MXP_EXHAUSTIVE_STRIDE" : "emulated copy of natively swept kernels");
+                      env_stride() ? "MXP_EXHAUSTIVE_STRIDE"
+                                   : "this CPU sweeps the same kernels natively; MXP_EXHAUSTIVE_FULL=1 for all");
     else
         print_message("%s: float32 sweeps %s\n", k->name,
                       full ? "complete (all 2^32 in every mode)"
@@ -341,10 +341,8 @@ static void test_avx512_bf16(void **state)
 #ifdef MXP_EMU512
     mxp__kernels t;
     assert_true(tu_avx512_ext_table(&t));
-    const char *full_env = getenv("MXP_EXHAUSTIVE_FULL");
-    const bool full = full_env && *full_env && strcmp(full_env, "0") != 0;
     uint32_t stride = env_stride();
-    if (!stride) stride = !full && emu_covered_natively("avx512bf16") ? EMU_NATIVE_STRIDE : 1;
+    if (!stride) stride = !env_full() && emu_covered_natively(true) ? EMU_NATIVE_STRIDE : 1;
     if (stride > 1)
         print_message("float32 -> bfloat16 (AVX512_BF16 kernel) sampled 1/%u: %s\n", (unsigned)stride,
                       env_stride() ? "MXP_EXHAUSTIVE_STRIDE"
