@@ -30,7 +30,7 @@
  * writes (see peer_for below), for float32 <-> float16 / bfloat16 nearest-even.
  *
  * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R]
- *                      [--normal S] [--scan] [--streams S]
+ *                      [--normal S] [--scan] [--streams S] [--prefetch off|l1|l2]
  *   --quick   n in {2^16, 2^26} only
  *   --csv     one CSV row per measurement instead of the table
  *   --isa     only this path (scalar, avx2, avx512, avx512-own, neon, or ggml-style for the peer rows only)
@@ -49,6 +49,9 @@
  *   --streams S  large float32 -> narrow calls as S interleaved streams (1-16; 1: one pass) instead
  *             of the dispatcher's choice for this CPU (kernels.h's mxp__cvt_streams); every library
  *             row runs as mxp_convert_ex runs it (mxp__cvt_run), the peer rows as they are
+ *   --prefetch L  the streaming source prefetch (kernels.h's mxp__avx512_prefetch) for this run
+ *             instead of the dispatcher's choice for this CPU: off, l1 (AMD Zen 5's scheme) or l2
+ *             (Intel's); how one CPU's choice is measured against the others'
  * Not a test: numbers on a shared machine are noisy; read medians and ratios.
  */
 #include <math.h>
@@ -374,6 +377,7 @@ int main(int argc, char **argv)
 {
     bool quick = false, scan = false, peers = false;
     int streams = 0; /* --streams: mxp__cvt_streams for this run (0: the dispatcher's choice) */
+    int pf_level = -1; /* --prefetch: mxp__avx512_prefetch for this run (-1: the dispatcher's choice) */
     const char *only = NULL, *conv_only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
@@ -388,8 +392,14 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--streams") == 0 && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
                  atoi(argv[i + 1]) <= MXP__CVT_STREAMS_MAX)
             streams = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--prefetch") == 0 && i + 1 < argc &&
+                 (pf_level = strcmp(argv[i + 1], "off") == 0  ? MXP__PREFETCH_OFF
+                             : strcmp(argv[i + 1], "l1") == 0 ? MXP__PREFETCH_L1
+                             : strcmp(argv[i + 1], "l2") == 0 ? MXP__PREFETCH_L2
+                                                              : -1) >= 0)
+            i++;
         else {
-            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--normal S] [--scan] [--streams S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--normal S] [--scan] [--streams S] [--prefetch off|l1|l2]\n", argv[0]);
             return 2;
         }
     }
@@ -416,7 +426,9 @@ int main(int argc, char **argv)
     bl_cpu_name(cpu, sizeof cpu);
     /* the AVX-512 kernels' streaming prefetch is a per-CPU choice (dispatch.c): say which ran */
     const int has512 = mxp__kernels_for(MXP__ISA_AVX512) != NULL; /* also runs the dispatcher */
-    const char *prefetch = mxp__avx512_prefetch ? "on" : "off";
+    if (pf_level >= 0) mxp__avx512_prefetch = pf_level; /* after the dispatcher set it (above) */
+    static const char *const pf_names[] = {"off", "on (into L1, AMD Zen 5's scheme)", "on (into L2, Intel's scheme)"};
+    const char *prefetch = pf_names[mxp__avx512_prefetch];
     if (streams) mxp__cvt_streams = streams; /* after the dispatcher set it (above) */
     if (csv) {
         printf("# CPU: %s\n", cpu);
