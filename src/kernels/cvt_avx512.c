@@ -840,11 +840,26 @@ PRIM bool bf16_hw2z(void *p, V x, V y, V h, __mmask32 z, V k, int sat, int nt)
  * AVX512_FP16 (CPU 4 of bench/RESULTS.md, session 31), 2^16 elements, one process per build,
  * median of 301 calls, ns/element: data over [-8, 8] 0.054 (bf16_hw2 by halves) -> 0.049-0.052;
  * ReLU data 0.054-0.055 -> 0.050-0.052. VCVTNE2PS2BF16 there: one instruction every 2 cycles,
- * as VCVTNEPS2BF16, which converts half as many lanes. */
+ * as VCVTNEPS2BF16, which converts half as many lanes.
+ * On AMD Zen 4 (mxp__avx512_half_width: 512-bit operations on 256-bit units) the step keeps two
+ * VCVTNEPS2BF16 and a VINSERTI64X4 per 32 lanes, its form before session 31: with VCVTNE2PS2BF16
+ * it ran 5-7% slower at 2^26 there (bench/RESULTS.md session 39; AMD EPYC family 19h, 2 vCPUs,
+ * f32->bf16, the own avx512 kernel, six alternating runs per build, medians, ns/element: 0.202
+ * -> 0.188, 0.96x -> 1.04x of the limit; the same in two more A/B runs against the older build).
+ * In cache, where bf16_hw2 runs, the two forms tie there (0.052), and float16 -> bfloat16
+ * (bf16_f16_run) keeps the pair instruction on every CPU (Zen 4 in cache 0.036 against 0.063
+ * with the two-instruction form, a tie at 2^26). */
 #define MXP_SIMD_BF16_HW4_CACHE PF_L2
 PRIM bool bf16_hw4(unsigned char *p, V x0, V x1, V x2, V x3, V k, int sat, int nt)
 {
-    const V h0 = CVTNE2BF16(x0, x1), h1 = CVTNE2BF16(x2, x3);
+    V h0, h1;
+    if (mxp__avx512_half_width) { /* Zen 4: see above */
+        h0 = _mm512_inserti64x4(_mm512_castsi256_si512(CVTNEPS2BF16(x0)), CVTNEPS2BF16(x1), 1);
+        h1 = _mm512_inserti64x4(_mm512_castsi256_si512(CVTNEPS2BF16(x2)), CVTNEPS2BF16(x3), 1);
+    } else {
+        h0 = CVTNE2BF16(x0, x1);
+        h1 = CVTNE2BF16(x2, x3);
+    }
     const V w = _mm512_set1_epi16(0x7FFF);
     const __mmask32 z0 = _mm512_testn_epi16_mask(h0, w), z1 = _mm512_testn_epi16_mask(h1, w);
     if ((z0 | z1) == 0) {

@@ -467,6 +467,7 @@ static void init_tables(void)
     /* large float32 -> narrow and 16-bit -> float32 calls as 4 interleaved streams on Intel, where it
      * was measured (convert.c; session 34); AMD keeps one pass until it is measured there */
     mxp__cvt_streams = xf.intel ? 4 : 1;
+    mxp__avx512_half_width = xf.half_width; /* Zen 4: cvt_avx512.c's bf16_hw4 */
 #endif
     if (memcmp(own[MXP__ISA_AVX512].cvt, tables[MXP__ISA_AVX512].cvt, sizeof own[0].cvt) != 0)
         own[MXP__ISA_AVX512].name = "avx512-own"; /* tells the two apart in tests and benchmarks */

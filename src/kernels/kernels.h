@@ -141,6 +141,12 @@ extern size_t mxp__nt_threshold;
 enum { MXP__PREFETCH_OFF = 0, MXP__PREFETCH_L1 = 1, MXP__PREFETCH_L2 = 2 };
 extern int mxp__avx512_prefetch;
 
+/* Nonzero on CPUs that run a 512-bit operation as two 256-bit halves (AMD family 19h, Zen 4): set
+ * once by the dispatcher (dispatch.c), read by the few AVX-512 steps measured to want another
+ * instruction choice there (cvt_avx512.c's bf16_hw4). Only speed depends on it, never a result
+ * (tests/test_isa.c's mixed-data pass runs with both values). */
+extern int mxp__avx512_half_width;
+
 /* Interleaved streams (src/convert.c's mxp__cvt_run): a call at or above mxp__nt_threshold
  * bytes that narrows a float32 source or widens a float16 / bfloat16 one to float32 runs as this many sub-ranges, advanced MXP__CVT_STREAM_STEP elements at a time in turn, each
  * step a kernel call with args.stream set (non-temporal stores whatever its n; one SFENCE at the
