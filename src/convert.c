@@ -53,7 +53,11 @@ typedef struct chunk {
  * kernels pay a per-call setup), float8 -> float32 (a tie), float16 <-> bfloat16 (its kernel
  * then ignored args.stream), float16 / bfloat16 -> float8 (mixed: bfloat16 -> e4m3fn 13% faster
  * on the avx512 table, a tie on the avx2 one, its stochastic rounding up to 20% slower there).
- * AMD CPUs keep one pass until measured (dispatch.c).
+ * On AMD Zen 4 (session 39; bench/RESULTS.md) 4 streams lost: float32 -> float8 nearest-even
+ * 0.95-0.99x -> 0.75-0.83x of the one-pass limit, stochastic rounding 10-35% slower, the 16-bit
+ * pairs within the noise, though the bare copy loop cut into 4 streams ran about 10% faster
+ * there too; 2 streams or steps of 512 elements did no better. So Zen 4 keeps one pass, and so
+ * does Zen 5, which has not measured it (dispatch.c).
  *
  * The destination is first brought to a 64-byte boundary by one plain call, so that every step
  * starts aligned (a misaligned step would do its own scalar head); the parts are multiples of

@@ -348,7 +348,10 @@ PRIM n8m_c n8m_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
  * every 2 cycles, on the same port as the tests (VPTESTMD, VPCMPUW: one per cycle), and the
  * float32 -> float8 step was bound there. There, f32 -> e5m2 in cache 0.0765 -> 0.066
  * ns/element, e4m3fn 0.0815 -> 0.070 (one process per build, median of 301 calls, two
- * alternating runs; bench/RESULTS.md, session 31). AMD Zen 4 and Zen 5 have not run it.
+ * alternating runs; bench/RESULTS.md, session 31). AMD Zen 4 (session 39, the builds before and
+ * after it, five alternating runs each, medians, before -> after): in cache e4m3fn 0.0709 ->
+ * 0.0729 (3% slower, the noise threshold of dispatch.c's rule), e5m2 0.0711 -> 0.0709, at 2^26
+ * ties within the noise; kept on every CPU. Zen 5 has not run it.
  */
 PRIM V n8m_word(V x, V y, const n8m_c *c)
 {
@@ -915,7 +918,11 @@ PRIM bool hw_e4m3_nan4(const void *p) /* a NaN (S.1111.111) among the 64 bytes a
  *   ns/element, medians) is no better: f32->e4m3fn 0.162 / 0.152, sat 0.164 / 0.156, f32->e5m2
  *   0.157 / 0.141, sat 0.156 / 0.141, stochastic e4m3fn 0.196 / 0.194, e5m2 0.174 / 0.168,
  *   float16 0.188 / 0.189, bfloat16 0.146 / 0.161 (its ranges overlap: 0.144-0.177 / 0.154-0.167).
- *   So off there.
+ *   So off there. Session 39 ran Zen 5's and Intel's schemes there too, on the current code
+ *   (bench_convert --prefetch, three alternating runs of avx512-own, 2^26, medians, off / l1 /
+ *   l2, ns/element): f32->e4m3fn 0.185 / 0.207 / 0.197, sat 0.166 / 0.192 / 0.204, f32->e5m2
+ *   0.182 / 0.192 / 0.193, stochastic e4m3fn 0.222 / 0.222 / 0.224, float16 0.208 / 0.212 /
+ *   0.225, f64->f32 0.350 / 0.355 / 0.546, f16->bf16 0.117 / 0.120 / 0.147: still off.
  * - AMD EPYC Zen 5: 2048 bytes ahead was slower too (bench/RESULTS.md session 11), but 6144
  *   is faster: three alternating runs of one build with the prefetch on / off, ratio to the
  *   limit (median): f32->e4m3fn 0.78 -> 0.87, sat 0.78 -> 0.87, f32->e5m2 0.84 -> 0.93, sat 0.77
