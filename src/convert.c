@@ -54,8 +54,8 @@ typedef struct chunk {
  * then ignored args.stream), float16 / bfloat16 -> float8 (mixed: bfloat16 -> e4m3fn 13% faster
  * on the avx512 table, a tie on the avx2 one, its stochastic rounding up to 20% slower there).
  * On AMD Zen 4 (session 39; bench/RESULTS.md) 4 streams lost: float32 -> float8 nearest-even
- * 0.95-0.99x -> 0.75-0.83x of the one-pass limit, stochastic rounding 10-35% slower, the 16-bit
- * pairs within the noise, though the bare copy loop cut into 4 streams ran about 10% faster
+ * 0.95-0.99x -> 0.75-0.83x of the one-pass limit, stochastic rounding 12-39% slower, the 16-bit
+ * pairs within the noise, though the bare copy loop cut into 4 streams ran about 11% faster
  * there too; 2 streams or steps of 512 elements did no better. So Zen 4 keeps one pass, and so
  * does Zen 5, which has not measured it (dispatch.c).
  *

@@ -471,8 +471,9 @@ static void init_tables(void)
 #ifdef MXP_X86_CPUID
     /* the AVX-512 streaming loops prefetch on AMD family 1Ah (Zen 5, into L1) and on Intel (into
      * L2, in more loops), where that was measured to help, and nowhere else (Zen 4: it cost
-     * 10-20%, both schemes, again in session 39; cvt_avx512.c has the numbers); the AVX2 kernels take Intel's scheme on Intel, any
-     * Intel, AVX2-only ones included (cvt_avx2.c), and keep their own elsewhere */
+     * 10-20%, and both schemes lost again in session 39; cvt_avx512.c has the numbers); the AVX2
+     * kernels take Intel's scheme on Intel, any Intel, AVX2-only ones included (cvt_avx2.c), and
+     * keep their own elsewhere */
     const x86_features xf = x86_detect();
     mxp__avx512_prefetch = xf.amd_1a ? MXP__PREFETCH_L1 : xf.intel ? MXP__PREFETCH_L2 : MXP__PREFETCH_OFF;
     /* large float32 -> narrow and 16-bit -> float32 calls as 4 interleaved streams on Intel, where it
