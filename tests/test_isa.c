@@ -358,6 +358,30 @@ static int mixed_pass(unsigned char *src, unsigned char *want, unsigned char *go
 
 /* mixed_pass, on x86 under four MXCSR settings (default, FTZ + DAZ, round up, round toward
  * zero): the float8 fast step multiplies in float32, and no setting may change a result. */
+/* test_mixed_data's teardown: the dispatch settings it changes back to the dispatcher's, also
+ * when a failed pass left the test early (else the tests after it would run other settings) */
+#ifdef HAVE_MXCSR
+static bool knobs_saved;
+static unsigned saved_csr;
+static int saved_pf, saved_hw;
+static int restore_knobs(void **state)
+{
+    (void)state;
+    if (knobs_saved) {
+        set_csr(saved_csr);
+        mxp__avx512_prefetch = saved_pf;
+        mxp__avx512_half_width = saved_hw;
+    }
+    return 0;
+}
+#else
+static int restore_knobs(void **state)
+{
+    (void)state;
+    return 0;
+}
+#endif
+
 static void test_mixed_data(void **state)
 {
     (void)state;
@@ -371,6 +395,10 @@ static void test_mixed_data(void **state)
 #ifdef HAVE_MXCSR
     static const unsigned csrs[] = {0, 0x8040u, 0x4000u, 0x6000u};
     const unsigned old_csr = get_csr();
+    saved_csr = old_csr;
+    saved_pf = mxp__avx512_prefetch;
+    saved_hw = mxp__avx512_half_width;
+    knobs_saved = true;
     for (size_t ci = 0; ci < sizeof csrs / sizeof csrs[0]; ci++) {
         set_csr((old_csr & ~0xE040u) | csrs[ci]);
         checked += mixed_pass(src, want, got);
@@ -1377,7 +1405,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx512_bf16),
         cmocka_unit_test(test_neon),
-        cmocka_unit_test(test_mixed_data),
+        cmocka_unit_test_teardown(test_mixed_data, restore_knobs),
         cmocka_unit_test(test_narrow_sources),
         cmocka_unit_test(test_sr_boundary),
         cmocka_unit_test(test_sr_boundary16),

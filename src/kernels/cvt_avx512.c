@@ -794,10 +794,12 @@ PRIM void bf16_rne2(void *p, V x, V y, V k, int sat, int nt)
 #else
 #define CVTNEPS2BF16(v) ((__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(v)))
 #endif
-/* 32 float32 (x's 16, then y's) -> 32 bfloat16 in one vector: VCVTNE2PS2BF16, one instruction
- * for two VCVTNEPS2BF16 and a VINSERTI64X4 (its second source fills the low half) */
+/* 32 float32 (x's 16, then y's) -> 32 bfloat16 by two VCVTNEPS2BF16 and a VINSERTI64X4
+ * (bf16_hw4's form on Zen 4; CVTNE2BF16 on emulated intrinsics) */
+#define CVTNE2BF16_SPLIT(x, y) _mm512_inserti64x4(_mm512_castsi256_si512(CVTNEPS2BF16(x)), CVTNEPS2BF16(y), 1)
+/* the same in one instruction: VCVTNE2PS2BF16 (its second source fills the low half) */
 #ifdef MXP_AVX512_EMULATED
-#define CVTNE2BF16(x, y) _mm512_inserti64x4(_mm512_castsi256_si512(CVTNEPS2BF16(x)), CVTNEPS2BF16(y), 1)
+#define CVTNE2BF16(x, y) CVTNE2BF16_SPLIT(x, y)
 #else
 #define CVTNE2BF16(x, y) ((V)_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(y), _mm512_castsi512_ps(x)))
 #endif
@@ -857,8 +859,8 @@ PRIM bool bf16_hw4(unsigned char *p, V x0, V x1, V x2, V x3, V k, int sat, int n
 {
     V h0, h1;
     if (mxp__avx512_half_width) { /* Zen 4: see above */
-        h0 = _mm512_inserti64x4(_mm512_castsi256_si512(CVTNEPS2BF16(x0)), CVTNEPS2BF16(x1), 1);
-        h1 = _mm512_inserti64x4(_mm512_castsi256_si512(CVTNEPS2BF16(x2)), CVTNEPS2BF16(x3), 1);
+        h0 = CVTNE2BF16_SPLIT(x0, x1);
+        h1 = CVTNE2BF16_SPLIT(x2, x3);
     } else {
         h0 = CVTNE2BF16(x0, x1);
         h1 = CVTNE2BF16(x2, x3);
