@@ -1809,7 +1809,7 @@ static SIMD_INLINE void pair_done(unsigned char *d, const unsigned char *s, size
  * float16 (or, where the ISA file's step takes it, bfloat16: bf = 1) -> float8 nearest-even
  * around the ISA file's f16_f8_run (defined after this header: steps on 16-bit lanes, the rules
  * in cvt_avx512.c and cvt_avx2.c), which returns the first element it left: streaming from the
- * first 32-byte boundary of the destination (the reference before it) when the call is large or
+ * first 4 * VL-byte boundary of the destination (the reference before it) when the call is large or
  * args.stream says so, the reference for the tail.
  */
 static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int e4, int bf,
@@ -1821,7 +1821,8 @@ static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const 
     const unsigned char *s = (const unsigned char *)src;
     const int e4 = to == MXP_FLOAT8_E4M3FN, bf = from == MXP_BFLOAT16;
     int nt;
-    size_t i = pair_head(d, s, n, a, to, from, 2, 1, 32, &nt); /* the streaming stores: 32-byte aligned */
+    /* the streaming stores: 4 * VL bytes, as aligned (32 on AVX2, 64 on AVX-512) */
+    size_t i = pair_head(d, s, n, a, to, from, 2, 1, 4 * VL, &nt);
     i = nt ? f16_f8_run(d, s, i, n, e4, bf, sat, 1) : f16_f8_run(d, s, i, n, e4, bf, sat, 0);
     pair_done(d, s, i, n, a, to, from, 2, 1, nt);
 }
