@@ -201,8 +201,9 @@ PRIM void n8_store4(void *p, V b0, V b1, V b2, V b3, int nt)
  * -> 0.037 (bench/RESULTS.md, session 12). AMD Zen 4 (session 21, with the later steps): e4m3fn
  * 0.078, e5m2 0.075 in cache, against the AVX2 kernel's 0.114 and 0.091, so Zen 4's dispatch
  * choices (dispatch.c) take this kernel in cache too now. Since session 22 the float32 steps
- * fold the lsb into the sticky bit and minq into the add (n8m_word / n8m_tq below); n8w_tq and
- * n8w_bad are the bfloat16 source's, whose words have no dropped low half.
+ * fold the lsb into the sticky bit and minq into the add (n8m_word / n8m_tq below), and since
+ * session 40 the bfloat16 source's step (n8w_tq, whose words have no dropped low half) folds
+ * minq in too.
  */
 /* x >> Dw on 16-bit lanes, Dw = 4 (e4m3fn) or 5 (e5m2): written with literal counts because the
  * emulated intrinsics (SIMDe under clang) insist on a constant expression; inlined, the branch
@@ -216,10 +217,6 @@ PRIM V n8w_tq(V w, int Dw, V k)
     const __mmask32 odd = _mm512_test_epi16_mask(w, _mm512_set1_epi16((short)(1 << Dw)));
     const V t = _mm512_add_epi16(w, k);
     return srli16_dw(_mm512_mask_add_epi16(t, odd, t, _mm512_set1_epi16(1)), Dw);
-}
-PRIM __mmask32 n8w_bad(V tq, V qm, V mn, V span)
-{
-    return _mm512_cmpgt_epu16_mask(_mm512_sub_epi16(_mm512_and_si512(tq, qm), mn), span);
 }
 PRIM V n8w_byte(V tq, int Dw)
 {
@@ -238,12 +235,8 @@ PRIM V n8w_sign(V w)
 }
 /* bytes b with the lanes of mask z replaced by the signs of w's lanes (their +-0 results) */
 PRIM V n8w_zbyte(V b, __mmask32 z, V w) { return _mm512_mask_mov_epi16(b, z, n8w_sign(w)); }
-/* The word step's constants: VPERMT2W indices of the low / high words of two vectors in element
- * order (dword lane i: words 4i and 4i + 2, then + 1), and n8w_tq's / n8w_bad's constants. */
-typedef struct n8w_c {
-    V ilo, ihi, k, qm, mn, span;
-    int Dw;
-} n8w_c;
+/* The word step's VPERMT2W indices of the low / high words of two vectors in element order
+ * (dword lane i: words 4i and 4i + 2, then + 1). */
 PRIM V n8w_ilo(void)
 {
     const V i4 = _mm512_slli_epi32(v_iota(), 2);
@@ -258,18 +251,6 @@ PRIM V n8w_ihi(void) { return _mm512_add_epi32(n8w_ilo(), v_set1(0x00010001u)); 
 PRIM void st16_hi2(void *p, V x, V y, int nt)
 {
     st16_vec(p, _mm512_permutex2var_epi16(x, n8w_ihi(), y), 0x7F80, 0, nt);
-}
-PRIM n8w_c n8w_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
-{
-    n8w_c c;
-    c.ilo = n8w_ilo();
-    c.ihi = n8w_ihi();
-    c.Dw = D - 16;
-    c.k = _mm512_set1_epi16((short)(add >> 16));
-    c.qm = _mm512_set1_epi16((short)((1u << (15 - c.Dw)) - 1u));
-    c.mn = _mm512_set1_epi16((short)minq);
-    c.span = _mm512_set1_epi16((short)(maxq - minq));
-    return c;
 }
 /* two vectors of 32 byte lanes (words < 256) -> 64 bytes in element order (n8w_pack), stored at
  * p (n8w_put): streaming as two 32-byte stores (p is only 2*VL = 32-byte aligned there, as
@@ -287,7 +268,6 @@ PRIM void n8w_put(void *p, V v, int nt)
         _mm512_storeu_si512(p, v);
     }
 }
-PRIM void n8w_store(void *p, V b0, V b1, int nt) { n8w_put(p, n8w_pack(b0, b1), nt); }
 /* n8w_put for a 64-byte aligned p when streaming: one 64-byte store (the 16-bit sources' float8
  * steps, whose loops align the destination to 64 bytes: AMD Zen 4, six alternating runs of
  * bench_convert --isa avx512-own, medians, f16 -> e4m3fn at 2^26 0.0986 -> 0.0968 ns/element,
@@ -300,7 +280,7 @@ PRIM void n8w_put64(void *p, V v, int nt)
 /* the word step of narrow8_fast4 / narrow8_fast4d: 4*VL float32 -> two vectors of 32 byte lanes
  * (words < 256) holding each code minus minq (mod 256; n8w_store_mn adds it back) and the lanes
  * outside the normal range, whose bytes are wrong. Two operations fewer per 32 lanes than
- * the session 21 step (the high and low words or-ed, n8w_tq, n8w_bad):
+ * the session 21 step (the high and low words or-ed, n8w_tq, a range test with a VPSUBW):
  *  - the kept lsb joins the sticky bit: s = (l | (h & 2^Dw)) != 0 (since session 31 by a test
  *    of each dword, n8m_word), w = h | s, and tq = (w + 2^(Dw-1) - 1 - rebias) >> Dw rounds up iff the rounding
  *    bit is set and anything below it, the kept lsb included, is nonzero: nearest-even, with
@@ -331,7 +311,7 @@ PRIM n8m_c n8m_consts(int D, uint32_t add, uint32_t minq, uint32_t maxq)
     c.mn = minq;
     c.ilo = n8w_ilo();
     c.ihi = n8w_ihi();
-    c.k = _mm512_set1_epi16((short)((add >> 16) - (minq << c.Dw))); /* add >> 16 = n8w_consts' k */
+    c.k = _mm512_set1_epi16((short)((add >> 16) - (minq << c.Dw))); /* add >> 16: the rounding add's high half */
     c.qm = _mm512_set1_epi16((short)((1u << (15 - c.Dw)) - 1u));
     c.span = _mm512_set1_epi16((short)(maxq - minq));
     c.km = v_set1(0xFFFFu | (uint32_t)1 << D); /* n8m_word: the low word and the kept lsb */
