@@ -1661,6 +1661,11 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
  * widening is the tuned float8 -> float32 kernel (e4m3fn -> e5m2 1.16x slower in cache on
  * avx512, 1.47x on avx2), so those stay composed.
  */
+#ifdef MXP_SIMD_SR8_BF16
+#define MXP_SIMD_SR8_BF16_ON 1
+#else
+#define MXP_SIMD_SR8_BF16_ON 0
+#endif
 static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                                   uint64_t key, const sfmt f, const sfmt t, int sat, int nt)
 {
@@ -1681,14 +1686,30 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
     V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     for (; i < end; i += 2 * VL) {
         const V w0 = sr_words_hi(il, khi, m1, m2), w1 = sr_words_hi(v_add(il, step), khi, m1, m2);
+        il = v_add(il, v_add(step, step));
+#ifdef MXP_SIMD_SR8_BF16
+        if (bf && t.bits == 8) {
+            /* bfloat16 -> float8 on the loaded words (the ISA file's sr8_bf16_codes) */
+            uint32_t out;
+            const V b = sr8_bf16_codes(s + 2 * i, w0, w1, 23 - t.m, sc.lo, sc.hi, sc.rebias, &out);
+#ifdef MXP_SIMD_PREFETCH
+            if (nt && MXP_SIMD_PREFETCH_SRN) PF_LINES(s + ib * i, 0, 2 * VL * ib);
+#endif
+            if (out == 0) {
+                sr8w_store(d + i, b, nt);
+                continue;
+            }
+        }
+#endif
         /* bfloat16: the bits moved up, a NaN left as it is (narrow1 quiets it) */
         const V u0 = bf ? v_slli(ld16(s + 2 * i), 16) : widen_one(s + ib * i, f, 0, 0);
         const V u1 = bf ? v_slli(ld16(s + 2 * i + 2 * VL), 16) : widen_one(s + ib * (i + VL), f, 0, 0);
-#ifdef MXP_SIMD_PREFETCH
+#if defined(MXP_SIMD_PREFETCH) && !defined(MXP_SIMD_SR8_BF16)
         if (nt && MXP_SIMD_PREFETCH_SRN) PF_LINES(s + ib * i, 0, 2 * VL * ib);
+#elif defined(MXP_SIMD_PREFETCH)
+        if (nt && MXP_SIMD_PREFETCH_SRN && !(bf && t.bits == 8)) PF_LINES(s + ib * i, 0, 2 * VL * ib);
 #endif
         const V a0 = v_and(u0, v_set1(0x7FFFFFFFu)), a1 = v_and(u1, v_set1(0x7FFFFFFFu));
-        il = v_add(il, v_add(step, step));
         /* the fast steps of sr_run */
         if (t.bias == 127) {
 #ifdef MXP_SIMD_ANY_NAN4
@@ -1705,7 +1726,7 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
             }
         }
 #ifdef MXP_SIMD_SR8_PATCH
-        else if (t.bits == 8) {
+        else if (t.bits == 8 && !(bf && MXP_SIMD_SR8_BF16_ON)) { /* bfloat16: its step above failed */
             uint32_t out;
             const V b = sr8_codes2(u0, u1, w0, w1, 23 - t.m, sc.lo, sc.hi, sc.rebias, &out);
             if (out == 0) {
