@@ -462,6 +462,11 @@ PRIM __mmask32 sr8w_out(V aw, uint32_t lo, uint32_t hi)
 #endif
     return _mm512_cmpgt_epu16_mask(_mm512_sub_epi16(aw, l), span);
 }
+/* the codes from the high words w of t = u + (r >> (32 - D)): rebias, shift, VPMADDUBSW */
+PRIM V sr8w_code(V w, int D, V rebw, V mad)
+{
+    return _mm512_maddubs_epi16(srli16_dw(_mm512_sub_epi16(w, rebw), D - 16), mad);
+}
 /* the 32 codes (word lanes, S << 7 | q for the lanes in range), with the constants as vectors:
  * rebw = rebias >> 16 in every word, mad = n8w_byte's multipliers (sr8z_byte passes its pinned
  * ones) */
@@ -469,13 +474,14 @@ PRIM V sr8w_byte_v(V u0, V u1, V r0, V r1, V ihi, int D, V rebw, V mad)
 {
     const V t0 = _mm512_add_epi32(u0, D == 20 ? _mm512_srli_epi32(r0, 12) : _mm512_srli_epi32(r0, 11));
     const V t1 = _mm512_add_epi32(u1, D == 20 ? _mm512_srli_epi32(r1, 12) : _mm512_srli_epi32(r1, 11));
-    const V w = _mm512_permutex2var_epi16(t0, ihi, t1);
-    return _mm512_maddubs_epi16(srli16_dw(_mm512_sub_epi16(w, rebw), D - 16), mad);
+    return sr8w_code(_mm512_permutex2var_epi16(t0, ihi, t1), D, rebw, mad);
 }
+/* sr8w_code's constants: rebias >> 16 in every word, n8w_byte's multipliers */
+PRIM V sr8w_rebw(uint32_t rebias) { return _mm512_set1_epi16((short)(rebias >> 16)); }
+PRIM V sr8w_mad(int D) { return _mm512_set1_epi16((short)(1 | (1 << (D - 16)) << 8)); }
 PRIM V sr8w_byte(V u0, V u1, V r0, V r1, V ihi, int D, uint32_t rebias)
 {
-    return sr8w_byte_v(u0, u1, r0, r1, ihi, D, _mm512_set1_epi16((short)(rebias >> 16)),
-                       _mm512_set1_epi16((short)(1 | (1 << (D - 16)) << 8)));
+    return sr8w_byte_v(u0, u1, r0, r1, ihi, D, sr8w_rebw(rebias), sr8w_mad(D));
 }
 /* 32 word lanes (< 256) -> 32 bytes at p */
 PRIM void sr8w_store(void *p, V b, int nt)
@@ -509,8 +515,7 @@ PRIM V sr8_bf16_codes(const unsigned char *p, V r0, V r1, int D, uint32_t lo, ui
     const V rw = _mm512_permutex2var_epi16(r0, n8w_ihi(), r1); /* the words' top halves, in element order */
     *out = sr8w_out(_mm512_and_si512(x, _mm512_set1_epi16(0x7FFF)), lo, hi);
     const V t = _mm512_add_epi16(x, D == 20 ? _mm512_srli_epi16(rw, 12) : _mm512_srli_epi16(rw, 11));
-    return _mm512_maddubs_epi16(srli16_dw(_mm512_sub_epi16(t, _mm512_set1_epi16((short)(rebias >> 16))), D - 16),
-                                _mm512_set1_epi16((short)(1 | (1 << (D - 16)) << 8)));
+    return sr8w_code(t, D, sr8w_rebw(rebias), sr8w_mad(D));
 }
 /* sr8_codes2's codes with the lanes of mask one replaced by code (to be stored by sr8w_store) */
 #define MXP_SIMD_SR8_PATCH 1
