@@ -1150,6 +1150,94 @@ static void test_sr_boundary16(void **state)
     assert_true(checked > ntabs * 3 * WANT * 2);
 }
 
+/*
+ * Stochastic rounding at the edges of each target's range, with many random words per input.
+ * The fast steps take a lane by a range test on its magnitude (the normal range below max
+ * finite) and round it by a formula that is wrong outside that range; a test that admits one
+ * pattern too many (the largest one below the smallest normal, say) gives a wrong result for
+ * only a fraction of random words (1/32 there for bfloat16 -> e4m3fn), which one or two words
+ * per input (test_narrow_sources) would likely miss. Here, for every accelerated stochastic entry
+ * from a wider or equal source (float64 to float8, and float16 <-> bfloat16), the source patterns
+ * within 3 of the nearest one to each edge of the target (half its smallest subnormal, that
+ * subnormal, the smallest normal, max finite, max finite plus half and plus one of its last
+ * step), either sign, each 256 times: first in runs of 64 equal elements (whole SIMD steps of one
+ * value, so that the fast steps see them alone), then shuffled; saturation off and on; the
+ * indices across 2^32 in one of the two calls; with the streaming threshold lowered too. Each
+ * result against the scalar reference.
+ */
+static void test_sr_edges(void **state)
+{
+    (void)state;
+    enum { EDGES = 6, NEAR = 3, PER = 256, RUN = 64, MAXP = EDGES * (2 * NEAR + 1) * 2, N = MAXP * PER };
+    static const struct {
+        int dt, bias, m;
+        double maxfin;
+    } fmt[] = {{MXP_FLOAT32, 127, 23, 0x1.fffffep127}, {MXP_FLOAT16, 15, 10, 65504.0},
+               {MXP_BFLOAT16, 127, 7, 0x1.fep127},      {MXP_FLOAT8_E4M3FN, 7, 3, 448.0},
+               {MXP_FLOAT8_E5M2, 15, 2, 57344.0}};
+    static const int srcs[] = {MXP_FLOAT64, MXP_FLOAT32, MXP_FLOAT16, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN,
+                               MXP_FLOAT8_E5M2};
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
+    unsigned char *src = alloc(8 * N), *want = alloc(4 * N), *got = alloc(4 * N + 3);
+    int checked = 0;
+    for (size_t fi = 0; fi < sizeof fmt / sizeof fmt[0]; fi++)
+        for (size_t si = 0; si < sizeof srcs / sizeof srcs[0]; si++) {
+            const int d = fmt[fi].dt, s = srcs[si];
+            const size_t ib = dsize(s);
+            if (ib < dsize(d) || s == d) continue;
+            const double qmin = ldexp(1.0, 1 - fmt[fi].bias - fmt[fi].m);
+            const double last = ldexp(1.0, ilogb(fmt[fi].maxfin) - fmt[fi].m); /* max finite's step */
+            const double edge[EDGES] = {qmin / 2, qmin, ldexp(1.0, 1 - fmt[fi].bias), fmt[fi].maxfin,
+                                        fmt[fi].maxfin + last / 2, fmt[fi].maxfin + last};
+            /* the patterns: the source's nearest to each edge (the reference's float64 -> s), +-NEAR */
+            uint64_t pat[MAXP];
+            int np = 0;
+            const uint64_t signbit = 1ull << (8 * ib - 1);
+            for (int e = 0; e < EDGES; e++) {
+                uint64_t p0 = 0;
+                const mxp__cvt_args a0 = {false, 0, 0, false};
+                if (s == MXP_FLOAT64) memcpy(&p0, &edge[e], 8);
+                else ref->cvt[s][MXP_FLOAT64][MXP__RNE](&p0, &edge[e], 1, &a0); /* little-endian */
+                for (int k = -NEAR; k <= NEAR; k++) {
+                    const uint64_t p = p0 + (uint64_t)(int64_t)k;
+                    if ((int64_t)p0 + k < 0 || p >= signbit) continue;
+                    pat[np++] = p;
+                    pat[np++] = p | signbit;
+                }
+            }
+            const size_t n = (size_t)np * PER;
+            for (int layout = 0; layout < 2; layout++) {
+                for (size_t i = 0; i < n; i++) {
+                    const uint64_t v = pat[layout == 0 ? i / RUN % (size_t)np : rnd32() % (uint32_t)np];
+                    memcpy(src + ib * i, &v, ib);
+                }
+                for (int streaming = 0; streaming < 2; streaming++)
+                    for (int ti = 0; ti < ntabs; ti++) {
+                        if (tabs[ti]->cvt[d][s][MXP__SR] == ref->cvt[d][s][MXP__SR]) continue;
+                        mxp__nt_threshold = streaming ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
+                        for (int v = 0; v < 2; v++) { /* saturate off / on; index0 small / across 2^32 */
+                            const mxp__cvt_args a = {v == 1, 0xED6E5ull + (uint64_t)layout,
+                                                     v == 0 ? 5 : 0x100000000ull - n / 2 - 3, false};
+                            char what[160];
+                            snprintf(what, sizeof what, "%s %s -> %s SR sat=%d edges of %s, %s%s", tabs[ti]->name,
+                                     dt_name(s), dt_name(d), v, dt_name(d), layout ? "shuffled" : "runs of 64",
+                                     streaming ? " streaming" : "");
+                            run_compare(tabs[ti], d, s, MXP__SR, &a, src, n, want, got + (streaming ? 2 : 3), what);
+                            checked++;
+                        }
+                    }
+            }
+        }
+    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    free(src);
+    free(want);
+    free(got);
+    skip_if_none(checked);
+}
+
 static void test_narrow_sources(void **state)
 {
     (void)state;
@@ -1409,6 +1497,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_narrow_sources),
         cmocka_unit_test(test_sr_boundary),
         cmocka_unit_test(test_sr_boundary16),
+        cmocka_unit_test(test_sr_edges),
         cmocka_unit_test(test_f64),
         cmocka_unit_test(test_f64_mixed),
         cmocka_unit_test(test_fenv),

@@ -364,6 +364,48 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
 }
 
 /*
+ * Stochastic rounding bfloat16 -> float8 on the 16 loaded words (srn_run's fast step,
+ * MXP_SIMD_SR8_BF16), as cvt_avx512.c's sr8_bf16_codes: a bfloat16 x is the high word of its
+ * float32 value u = x << 16, so sr_fast's t = u + (r >> (32 - D)) has the high word
+ * x + (r >> (32 - D')), D' = D - 16 (the low-word part, below 2^16, cannot carry into it), and
+ * the code is (t_w - rebias_w) >> D' with the sign at bit 15 - D', made a byte by VPMADDUBSW as
+ * in narrow8_bytes4. The random words' top D' bits go to word lanes by VPACKUSDW (values < 32)
+ * and one VPERMQ into element order. The lanes taken are lo <= |x| < hi on the words (hi's and
+ * lo's low halves are 0; hi, max finite exactly, drops no bits and goes to the general step,
+ * which keeps every taken lane below it, as in sr8w_out): the wrapping |x| - lo_w
+ * saturating-minus the span is zero. *out: nonzero when some lane is outside (nothing else is
+ * read from it here: no lone-lane patch on AVX2). Before, each step widened the 16 words to two
+ * float32 vectors and ran sr_fast on each. AMD Zen 4 running these kernels (--isa avx2), three
+ * alternating runs each, medians, ns/element: bf16 -> e4m3fn in cache 0.261 -> 0.216, at 2^26
+ * 0.312 -> 0.261; bf16 -> e5m2 0.253 -> 0.199 and 0.300 -> 0.227 (bench/RESULTS.md, session 41).
+ */
+#define MXP_SIMD_SR8_BF16 1
+PRIM V sr8_bf16_codes(const unsigned char *p, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias,
+                      uint32_t *out)
+{
+    const int Dw = D - 16;
+    const V x = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    const V lw = _mm256_set1_epi16((short)(lo >> 16)), span = _mm256_set1_epi16((short)((hi >> 16) - 1u - (lo >> 16)));
+    const V bad = _mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x7FFF)), lw), span);
+    *out = !_mm256_testz_si256(bad, bad);
+    /* VPACKUSDW: [r0 0-3, r1 0-3 | r0 4-7, r1 4-7]; qwords 0, 2, 1, 3 give element order */
+    const V rw = _mm256_permute4x64_epi64(
+        Dw == 4 ? _mm256_packus_epi32(_mm256_srli_epi32(r0, 28), _mm256_srli_epi32(r1, 28))
+                : _mm256_packus_epi32(_mm256_srli_epi32(r0, 27), _mm256_srli_epi32(r1, 27)),
+        0xD8);
+    const V tq = _mm256_sub_epi16(_mm256_add_epi16(x, rw), _mm256_set1_epi16((short)(rebias >> 16)));
+    const V mul = _mm256_set1_epi16((short)(1 | (1 << Dw) << 8));
+    return _mm256_maddubs_epi16(Dw == 4 ? _mm256_srli_epi16(tq, 4) : _mm256_srli_epi16(tq, 5), mul);
+}
+/* 16 word lanes (< 256, element order) -> 16 bytes at p */
+PRIM void sr8w_store(void *p, V b, int nt)
+{
+    const __m128i b8 = _mm_packus_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+    if (nt) MXP__STREAM128((__m128i *)p, b8);
+    else _mm_storeu_si128((__m128i *)p, b8);
+}
+
+/*
  * The step after narrow8_fast4 failed (cvt_simd_impl.h runs it out of line, in runs; not for a
  * lone failing step inside the fast loop, MXP_SIMD_NARROW8_FAST_TINY_LONE: with 16 registers a
  * call there made gcc rebuild the fast loop's constants, uniform f32 -> e5m2 0.080 -> 0.087

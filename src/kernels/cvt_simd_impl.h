@@ -131,9 +131,11 @@
  *                             r0, r1, D, lo, hi, rebias, &out) (the codes, and the lanes outside
  *                             [lo, hi) as a bit mask), sr8_patch(b, one, code) (the lanes of mask
  *                             one replaced by code) and sr8w_store(p, b, nt)
- *   MXP_SIMD_SR8_BF16 with sr8_bf16_codes(p, r0, r1, D, lo, hi, rebias, &out): sr8_codes2 for
- *                             the 2*VL bfloat16 at p as loaded (no widening), for srn_run's
- *                             bfloat16 -> float8 steps (with MXP_SIMD_SR8_PATCH's sr8w_store)
+ *   MXP_SIMD_SR8_BF16 with sr8_bf16_codes(p, r0, r1, D, lo, hi, rebias, &out) and
+ *                             sr8w_store(p, b, nt): sr8_codes2 for the 2*VL bfloat16 at p as
+ *                             loaded (no widening), for srn_run's bfloat16 -> float8 steps (out:
+ *                             nonzero when a lane is outside [lo, hi); the AVX-512 file's is the
+ *                             mask, the AVX2 file's only says so), and the 2*VL codes stored
  *   MXP_SIMD_M_BITS with m_bits(m): mask m as bits (bit k: lane k); sr_run then takes a step
  *                             whose lone irregular lane is below the normal range after its
  *                             fast loop stops (where MXP_SIMD_SR8_PATCH does not)
@@ -1662,9 +1664,9 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
  * (bench/RESULTS.md, session 27; with only the sr_fast / narrow1 steps it was slower than the
  * composed path in cache). Between the two float8 formats it lost to the composed path, whose
  * widening is the tuned float8 -> float32 kernel (e4m3fn -> e5m2 1.16x slower in cache on
- * avx512, 1.47x on avx2), so those stay composed. Since session 40, bfloat16 -> float8 on
- * AVX-512 takes its fast step on the loaded words (MXP_SIMD_SR8_BF16; cvt_avx512.c has the
- * numbers) and widens only for a step that step cannot take.
+ * avx512, 1.47x on avx2), so those stay composed. Since session 40 (AVX-512) and 41 (AVX2),
+ * bfloat16 -> float8 takes its fast step on the loaded words (MXP_SIMD_SR8_BF16; the ISA files
+ * have the numbers) and widens only for a step that step cannot take.
  */
 #ifdef MXP_SIMD_SR8_BF16
 #define MXP_SIMD_SR8_BF16_ON 1
