@@ -111,6 +111,8 @@ static const conv convs[] = {
     {"e5m2->f16", MXP_FLOAT16, MXP_FLOAT8_E5M2, MXP__RNE, false},
     {"bf16->e4m3fn SR", MXP_FLOAT8_E4M3FN, MXP_BFLOAT16, MXP__SR, false},
     {"bf16->e5m2 SR", MXP_FLOAT8_E5M2, MXP_BFLOAT16, MXP__SR, false},
+    {"f16->e4m3fn SR", MXP_FLOAT8_E4M3FN, MXP_FLOAT16, MXP__SR, false},
+    {"f16->e5m2 SR", MXP_FLOAT8_E5M2, MXP_FLOAT16, MXP__SR, false},
 };
 #define NCONVS (sizeof convs / sizeof convs[0])
 

@@ -364,38 +364,55 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
 }
 
 /*
- * Stochastic rounding bfloat16 -> float8 on the 16 loaded words (srn_run's fast step,
- * MXP_SIMD_SR8_BF16), as cvt_avx512.c's sr8_bf16_codes: a bfloat16 x is the high word of its
- * float32 value u = x << 16, so sr_fast's t = u + (r >> (32 - D)) has the high word
- * x + (r >> (32 - D')), D' = D - 16 (the low-word part, below 2^16, cannot carry into it), and
- * the code is (t_w - rebias_w) >> D' with the sign at bit 15 - D', made a byte by VPMADDUBSW as
- * in narrow8_bytes4. The random words' top D' bits go to word lanes by VPACKUSDW (values < 32)
- * and one VPERMQ into element order. The lanes taken are lo <= |x| < hi on the words (hi's and
- * lo's low halves are 0; hi, max finite exactly, drops no bits and goes to the general step,
- * which keeps every taken lane below it, as in sr8w_out): the wrapping |x| - lo_w
- * saturating-minus the span is zero. *out: nonzero when some lane is outside (nothing else is
- * read from it here: no lone-lane patch on AVX2). Before, each step widened the 16 words to two
- * float32 vectors and ran sr_fast on each. AMD Zen 4 running these kernels (--isa avx2), three
- * alternating runs each, medians, ns/element: bf16 -> e4m3fn in cache 0.261 -> 0.216, at 2^26
- * 0.312 -> 0.261; bf16 -> e5m2 0.253 -> 0.199 and 0.300 -> 0.227 (bench/RESULTS.md, session 41).
+ * Stochastic rounding from a 16-bit format to float8 on the 16 loaded words (srn_run's fast
+ * step, MXP_SIMD_SR8_W16), as cvt_avx512.c's sr8w16_codes (which has the arithmetic and the word
+ * constants Dw, lw, hw, rebw): a bfloat16 x is the high word of its float32 value u = x << 16, so
+ * sr_fast's t = u + (r >> (32 - D)) has the high word x + (r >> (32 - Dw)), Dw = D - 16 (the
+ * low-word part, below 2^16, cannot carry into it); a float16 the same with its own fields. The
+ * code is (t - rebw) >> Dw with the sign at bit 15 - Dw, made a byte by VPMADDUBSW as in
+ * narrow8_bytes4 (Dw = 7: the word q - 128 S, masked to its low byte q + 128 S, since VPACKUSWB
+ * saturates; Dw = 8: the shifted word is the code). The random words' top Dw bits go to word
+ * lanes by VPACKUSDW (values < 2^Dw) and one VPERMQ into element order. The lanes taken are
+ * lw <= |x| < hw: the wrapping |x| - lw saturating-minus the span is zero. *out: nonzero when
+ * some lane is outside (nothing else is read from it here: no lone-lane patch on AVX2). Before,
+ * each step widened the 16 words to two float32 vectors and ran sr_fast on each. AMD Zen 4
+ * running these kernels (--isa avx2), three alternating runs each, medians, ns/element: bf16 ->
+ * e4m3fn in cache 0.261 -> 0.216, at 2^26 0.312 -> 0.261; bf16 -> e5m2 0.253 -> 0.199 and 0.300
+ * -> 0.227; float16 sources: bench/RESULTS.md, session 41.
  */
-#define MXP_SIMD_SR8_BF16 1
-PRIM V sr8_bf16_codes(const unsigned char *p, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias,
-                      uint32_t *out)
+#define MXP_SIMD_SR8_W16 1
+PRIM V srli16_n(V x, int n)
 {
-    const int Dw = D - 16;
+    switch (n) {
+    case 4: return _mm256_srli_epi16(x, 4);
+    case 5: return _mm256_srli_epi16(x, 5);
+    case 7: return _mm256_srli_epi16(x, 7);
+    default: return _mm256_srli_epi16(x, 8);
+    }
+}
+PRIM V srli32_n(V x, int n)
+{
+    switch (n) {
+    case 28: return _mm256_srli_epi32(x, 28);
+    case 27: return _mm256_srli_epi32(x, 27);
+    case 25: return _mm256_srli_epi32(x, 25);
+    default: return _mm256_srli_epi32(x, 24);
+    }
+}
+PRIM V sr8w16_codes(const unsigned char *p, V r0, V r1, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw,
+                    uint32_t *out)
+{
     const V x = _mm256_loadu_si256((const __m256i *)(const void *)p);
-    const V lw = _mm256_set1_epi16((short)(lo >> 16)), span = _mm256_set1_epi16((short)((hi >> 16) - 1u - (lo >> 16)));
-    const V bad = _mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x7FFF)), lw), span);
+    const V l = _mm256_set1_epi16((short)lw), span = _mm256_set1_epi16((short)(hw - 1u - lw));
+    const V bad = _mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x7FFF)), l), span);
     *out = !_mm256_testz_si256(bad, bad);
     /* VPACKUSDW: [r0 0-3, r1 0-3 | r0 4-7, r1 4-7]; qwords 0, 2, 1, 3 give element order */
-    const V rw = _mm256_permute4x64_epi64(
-        Dw == 4 ? _mm256_packus_epi32(_mm256_srli_epi32(r0, 28), _mm256_srli_epi32(r1, 28))
-                : _mm256_packus_epi32(_mm256_srli_epi32(r0, 27), _mm256_srli_epi32(r1, 27)),
-        0xD8);
-    const V tq = _mm256_sub_epi16(_mm256_add_epi16(x, rw), _mm256_set1_epi16((short)(rebias >> 16)));
-    const V mul = _mm256_set1_epi16((short)(1 | (1 << Dw) << 8));
-    return _mm256_maddubs_epi16(Dw == 4 ? _mm256_srli_epi16(tq, 4) : _mm256_srli_epi16(tq, 5), mul);
+    const V rw = _mm256_permute4x64_epi64(_mm256_packus_epi32(srli32_n(r0, 32 - Dw), srli32_n(r1, 32 - Dw)), 0xD8);
+    const V t = _mm256_add_epi16(x, rw);
+    if (Dw == 8) return _mm256_srli_epi16(t, 8);
+    const V tq = srli16_n(_mm256_sub_epi16(t, _mm256_set1_epi16((short)rebw)), Dw);
+    const V c = _mm256_maddubs_epi16(tq, _mm256_set1_epi16((short)(1 | (1 << Dw) << 8)));
+    return Dw == 7 ? _mm256_and_si256(c, _mm256_set1_epi16(0xFF)) : c;
 }
 /* 16 word lanes (< 256, element order) -> 16 bytes at p */
 PRIM void sr8w_store(void *p, V b, int nt)

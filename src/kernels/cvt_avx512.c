@@ -208,7 +208,20 @@ PRIM void n8_store4(void *p, V b0, V b1, V b2, V b3, int nt)
 /* x >> Dw on 16-bit lanes, Dw = 4 (e4m3fn) or 5 (e5m2): written with literal counts because the
  * emulated intrinsics (SIMDe under clang) insist on a constant expression; inlined, the branch
  * folds away */
-PRIM V srli16_dw(V x, int Dw) { return Dw == 4 ? _mm512_srli_epi16(x, 4) : _mm512_srli_epi16(x, 5); }
+/* x >> Dw on 16-bit lanes for the counts used (4 and 5 for float32 / bfloat16 -> float8, 7 to 12
+ * in sr8w16_codes), by immediates */
+PRIM V srli16_dw(V x, int Dw)
+{
+    switch (Dw) {
+    case 4: return _mm512_srli_epi16(x, 4);
+    case 5: return _mm512_srli_epi16(x, 5);
+    case 7: return _mm512_srli_epi16(x, 7);
+    case 8: return _mm512_srli_epi16(x, 8);
+    case 9: return _mm512_srli_epi16(x, 9);
+    case 11: return _mm512_srli_epi16(x, 11);
+    default: return _mm512_srli_epi16(x, 12);
+    }
+}
 PRIM V n8w_tq(V w, int Dw, V k)
 {
     /* + 1 where bit Dw (the kept lsb) is set: VPTESTMW and a masked add, one operation fewer than
@@ -499,23 +512,31 @@ PRIM V sr8_codes2(V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint3
     *out = sr8w_out(aw, lo, hi);
     return sr8w_byte(u0, u1, r0, r1, ihi, D, rebias);
 }
-/* Stochastic rounding bfloat16 -> float8 (srn_run's fast step, MXP_SIMD_SR8_BF16): the 32
- * bfloat16 at p are the high words sr8_codes2 builds from their float32 values (whose low words
- * are 0), so the step runs on them as loaded, without widening: the random bits join in the word,
- * w + (r >> 16 >> (16 - D')), which is sr8w_byte_v's dword add seen in the high word (the dword
- * add's low-word part, below 2^16, cannot carry into it), then the same rebias, shift and
- * VPMADDUBSW. The range test is sr8_codes2's on the same words. AMD Zen 4, bfloat16 -> e4m3fn,
- * five alternating runs of bench_convert --isa avx512-own, medians: in cache 0.198 -> 0.174
- * ns/element, at 2^26 0.234 -> 0.205 (session 40; nearest-even: 0.063 and 0.106). */
-#define MXP_SIMD_SR8_BF16 1
-PRIM V sr8_bf16_codes(const unsigned char *p, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint32_t rebias,
-                      uint32_t *out)
+/* Stochastic rounding from a 16-bit format to float8 on the 32 words at p as loaded (srn_run's
+ * fast step, MXP_SIMD_SR8_W16), no widening. For bfloat16 the words are the high words that
+ * sr8_codes2 builds from their float32 values (whose low words are 0): the random bits join in
+ * the word, x + (r >> (32 - Dw)) (sr8w_byte_v's dword add seen in the high word; its low-word
+ * part, below 2^16, cannot carry into it), then the same rebias, shift and VPMADDUBSW. A float16
+ * is the same with its own field widths: Dw = 10 - m dropped bits, rebias (15 - B) << 10. In
+ * word terms (srn_run computes them from the two formats): Dw dropped bits, rebw the rebias, lw
+ * and hw the range taken, lw <= |x| < hw (hw: max finite, which drops no bits and goes to the
+ * general step, as in sr8w_out; float16 -> e5m2 has lw = 0: the two share their exponent field,
+ * so the code is the float16 pattern's high byte everywhere, subnormals and zeros included). The
+ * byte is VPMADDUBSW's low * 1 + high * 2^Dw: for Dw = 7 (float16 -> e4m3fn) the high multiplier
+ * is -128 and the word q - 128 S, whose low byte, the only one sr8w_store keeps (VPMOVWB
+ * truncates), is q + 128 S; for Dw = 8 the shifted word is the code already. AMD Zen 4,
+ * bfloat16 -> e4m3fn, five alternating runs of bench_convert --isa avx512-own, medians: in cache
+ * 0.198 -> 0.174 ns/element, at 2^26 0.234 -> 0.205 (session 40; nearest-even: 0.063 and 0.106);
+ * float16 -> e5m2 and e4m3fn: bench/RESULTS.md, session 41. *out: the lanes outside, as a mask. */
+#define MXP_SIMD_SR8_W16 1
+PRIM V sr8w16_codes(const unsigned char *p, V r0, V r1, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw,
+                    uint32_t *out)
 {
     const V x = _mm512_loadu_si512(p);
     const V rw = _mm512_permutex2var_epi16(r0, n8w_ihi(), r1); /* the words' top halves, in element order */
-    *out = sr8w_out(_mm512_and_si512(x, _mm512_set1_epi16(0x7FFF)), lo, hi);
-    const V t = _mm512_add_epi16(x, D == 20 ? _mm512_srli_epi16(rw, 12) : _mm512_srli_epi16(rw, 11));
-    return sr8w_code(t, D, sr8w_rebw(rebias), sr8w_mad(D));
+    *out = sr8w_out(_mm512_and_si512(x, _mm512_set1_epi16(0x7FFF)), lw << 16, hw << 16);
+    const V t = _mm512_add_epi16(x, srli16_dw(rw, 16 - Dw));
+    return Dw == 8 ? srli16_dw(t, 8) : sr8w_code(t, Dw + 16, sr8w_rebw(rebw << 16), sr8w_mad(Dw + 16));
 }
 /* sr8_codes2's codes with the lanes of mask one replaced by code (to be stored by sr8w_store) */
 #define MXP_SIMD_SR8_PATCH 1

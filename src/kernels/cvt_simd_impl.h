@@ -131,10 +131,11 @@
  *                             r0, r1, D, lo, hi, rebias, &out) (the codes, and the lanes outside
  *                             [lo, hi) as a bit mask), sr8_patch(b, one, code) (the lanes of mask
  *                             one replaced by code) and sr8w_store(p, b, nt)
- *   MXP_SIMD_SR8_BF16 with sr8_bf16_codes(p, r0, r1, D, lo, hi, rebias, &out) and
- *                             sr8w_store(p, b, nt): sr8_codes2 for the 2*VL bfloat16 at p as
- *                             loaded (no widening), for srn_run's bfloat16 -> float8 steps (out:
- *                             nonzero when a lane is outside [lo, hi); the AVX-512 file's is the
+ *   MXP_SIMD_SR8_W16 with sr8w16_codes(p, r0, r1, Dw, lw, hw, rebw, &out) and
+ *                             sr8w_store(p, b, nt): the codes of the 2*VL float16 / bfloat16 at
+ *                             p as loaded (no widening) for srn_run's steps to float8, Dw dropped
+ *                             bits, rebias rebw, taken where lw <= |x| < hw (all in the source's
+ *                             words; out: nonzero when a lane is outside; the AVX-512 file's is the
  *                             mask, the AVX2 file's only says so), and the 2*VL codes stored
  *   MXP_SIMD_M_BITS with m_bits(m): mask m as bits (bit k: lane k); sr_run then takes a step
  *                             whose lone irregular lane is below the normal range after its
@@ -1664,14 +1665,19 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
  * (bench/RESULTS.md, session 27; with only the sr_fast / narrow1 steps it was slower than the
  * composed path in cache). Between the two float8 formats it lost to the composed path, whose
  * widening is the tuned float8 -> float32 kernel (e4m3fn -> e5m2 1.16x slower in cache on
- * avx512, 1.47x on avx2), so those stay composed. Since session 40 (AVX-512) and 41 (AVX2),
- * bfloat16 -> float8 takes its fast step on the loaded words (MXP_SIMD_SR8_BF16; the ISA files
- * have the numbers) and widens only for a step that step cannot take.
+ * avx512, 1.47x on avx2), so those stay composed. Since session 40 (AVX-512, bfloat16) and 41
+ * (AVX2, and float16 sources), a 16-bit source -> float8 takes its fast step on the loaded words
+ * (MXP_SIMD_SR8_W16; the ISA files have the arithmetic and the numbers) and widens only for a
+ * step that step cannot take. Its constants in the source's words, for a source of m_s mantissa
+ * bits and bias B_s (bfloat16: 7, 127; float16: 10, 15): Dw = m_s - m dropped bits, rebias
+ * rebw = (B_s - B) << m_s, range [lw, hw) with lw = rebw + 2^m_s (the smallest normal; 0 when the
+ * two biases agree, float16 -> e5m2, whose subnormals are the float16 ones with the low 8 bits
+ * dropped) and hw = (max finite << Dw) + rebw.
  */
-#ifdef MXP_SIMD_SR8_BF16
-#define MXP_SIMD_SR8_BF16_ON 1
+#ifdef MXP_SIMD_SR8_W16
+#define MXP_SIMD_SR8_W16_ON 1
 #else
-#define MXP_SIMD_SR8_BF16_ON 0
+#define MXP_SIMD_SR8_W16_ON 0
 #endif
 static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                                   uint64_t key, const sfmt f, const sfmt t, int sat, int nt)
@@ -1694,11 +1700,13 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
     for (; i < end; i += 2 * VL) {
         const V w0 = sr_words_hi(il, khi, m1, m2), w1 = sr_words_hi(v_add(il, step), khi, m1, m2);
         il = v_add(il, v_add(step, step));
-#ifdef MXP_SIMD_SR8_BF16
-        if (bf && t.bits == 8) {
-            /* bfloat16 -> float8 on the loaded words (the ISA file's sr8_bf16_codes) */
+#ifdef MXP_SIMD_SR8_W16
+        if (ib == 2 && t.bits == 8) {
+            /* 16-bit source -> float8 on the loaded words (the ISA file's sr8w16_codes) */
+            const uint32_t rebw = (uint32_t)(f.bias - t.bias) << f.m;
+            const uint32_t lw = f.bias == t.bias ? 0u : rebw + (1u << f.m), hw = (t.maxfin << (f.m - t.m)) + rebw;
             uint32_t out;
-            const V b = sr8_bf16_codes(s + 2 * i, w0, w1, 23 - t.m, sc.lo, sc.hi, sc.rebias, &out);
+            const V b = sr8w16_codes(s + 2 * i, w0, w1, f.m - t.m, lw, hw, rebw, &out);
 #ifdef MXP_SIMD_PREFETCH
             if (nt && MXP_SIMD_PREFETCH_SRN) PF_LINES(s + ib * i, 0, 2 * VL * ib);
 #endif
@@ -1712,7 +1720,7 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
         const V u0 = bf ? v_slli(ld16(s + 2 * i), 16) : widen_one(s + ib * i, f, 0, 0);
         const V u1 = bf ? v_slli(ld16(s + 2 * i + 2 * VL), 16) : widen_one(s + ib * (i + VL), f, 0, 0);
 #ifdef MXP_SIMD_PREFETCH
-        if (nt && MXP_SIMD_PREFETCH_SRN && !(bf && t.bits == 8 && MXP_SIMD_SR8_BF16_ON)) /* else done above */
+        if (nt && MXP_SIMD_PREFETCH_SRN && !(ib == 2 && t.bits == 8 && MXP_SIMD_SR8_W16_ON)) /* else done above */
             PF_LINES(s + ib * i, 0, 2 * VL * ib);
 #endif
         const V a0 = v_and(u0, v_set1(0x7FFFFFFFu)), a1 = v_and(u1, v_set1(0x7FFFFFFFu));
@@ -1732,7 +1740,7 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
             }
         }
 #ifdef MXP_SIMD_SR8_PATCH
-        else if (t.bits == 8 && !(bf && MXP_SIMD_SR8_BF16_ON)) { /* bfloat16: its step above failed */
+        else if (t.bits == 8 && !(ib == 2 && MXP_SIMD_SR8_W16_ON)) { /* else its step above failed */
             uint32_t out;
             const V b = sr8_codes2(u0, u1, w0, w1, 23 - t.m, sc.lo, sc.hi, sc.rebias, &out);
             if (out == 0) {
