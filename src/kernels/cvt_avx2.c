@@ -414,6 +414,21 @@ PRIM V sr8w16_codes(const unsigned char *p, V r0, V r1, int Dw, uint32_t lw, uin
     const V c = _mm256_maddubs_epi16(tq, _mm256_set1_epi16((short)(1 | (1 << Dw) << 8)));
     return Dw == 7 ? _mm256_and_si256(c, _mm256_set1_epi16(0xFF)) : c;
 }
+/* After sr8w16_codes found a lane outside: when every such lane is +-0 (ReLU data: nearly every
+ * step of e4m3fn), their codes (the sign alone: the word's high byte) put into *b, and 1; else 0
+ * (*b unchanged). The range test again, without the zero lanes. */
+PRIM int sr8w16_zeros(const unsigned char *p, V *b, uint32_t out, uint32_t lw, uint32_t hw)
+{
+    (void)out;
+    const V x = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    const V a = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
+    const V z = _mm256_cmpeq_epi16(a, _mm256_setzero_si256());
+    const V l = _mm256_set1_epi16((short)lw), span = _mm256_set1_epi16((short)(hw - 1u - lw));
+    const V bad = _mm256_andnot_si256(z, _mm256_subs_epu16(_mm256_sub_epi16(a, l), span));
+    if (!_mm256_testz_si256(bad, bad)) return 0;
+    *b = _mm256_blendv_epi8(*b, _mm256_srli_epi16(x, 8), z);
+    return 1;
+}
 /* 16 word lanes (< 256, element order) -> 16 bytes at p */
 PRIM void sr8w_store(void *p, V b, int nt)
 {

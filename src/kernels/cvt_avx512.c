@@ -538,6 +538,22 @@ PRIM V sr8w16_codes(const unsigned char *p, V r0, V r1, int Dw, uint32_t lw, uin
     const V t = _mm512_add_epi16(x, srli16_dw(rw, 16 - Dw));
     return Dw == 8 ? srli16_dw(t, 8) : sr8w_code(t, Dw + 16, sr8w_rebw(rebw << 16), sr8w_mad(Dw + 16));
 }
+/* After sr8w16_codes found lanes outside (out): when they are all +-0 (ReLU data: nearly every
+ * step of e4m3fn), their codes (the sign alone: the word's high byte) put into *b, and 1; else 0
+ * (*b unchanged). Before, such a step widened and took the zero-aware float32 step. AMD Zen 4,
+ * --relu data (half +0), three alternating runs, medians, ns/element, avx512 / avx2 tables:
+ * bf16 -> e4m3fn stochastic in cache 0.270 -> 0.175 / 0.373 -> 0.213, at 2^26 0.306 -> 0.195 /
+ * 0.411 -> 0.238; f16 -> e4m3fn in cache 0.282 -> 0.176 / 0.371 -> 0.223 (session 41). */
+PRIM int sr8w16_zeros(const unsigned char *p, V *b, uint32_t out, uint32_t lw, uint32_t hw)
+{
+    (void)lw;
+    (void)hw;
+    const V x = _mm512_loadu_si512(p);
+    const __mmask32 z = _mm512_testn_epi16_mask(x, _mm512_set1_epi16(0x7FFF));
+    if ((out & ~(uint32_t)z) != 0) return 0;
+    *b = _mm512_mask_mov_epi16(*b, z, _mm512_srli_epi16(x, 8));
+    return 1;
+}
 /* sr8_codes2's codes with the lanes of mask one replaced by code (to be stored by sr8w_store) */
 #define MXP_SIMD_SR8_PATCH 1
 PRIM V sr8_patch(V b, uint32_t one, uint32_t code) { return _mm512_mask_set1_epi16(b, (__mmask32)one, (short)code); }

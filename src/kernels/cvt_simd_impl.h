@@ -136,7 +136,9 @@
  *                             p as loaded (no widening) for srn_run's steps to float8, Dw dropped
  *                             bits, rebias rebw, taken where lw <= |x| < hw (all in the source's
  *                             words; out: nonzero when a lane is outside; the AVX-512 file's is the
- *                             mask, the AVX2 file's only says so), and the 2*VL codes stored
+ *                             mask, the AVX2 file's only says so), and the 2*VL codes stored;
+ *                             sr8w16_zeros(p, &b, out, lw, hw): when out's lanes are all +-0,
+ *                             their codes put in b, and 1 (else 0)
  *   MXP_SIMD_M_BITS with m_bits(m): mask m as bits (bit k: lane k); sr_run then takes a step
  *                             whose lone irregular lane is below the normal range after its
  *                             fast loop stops (where MXP_SIMD_SR8_PATCH does not)
@@ -1706,11 +1708,11 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
             const uint32_t rebw = (uint32_t)(f.bias - t.bias) << f.m;
             const uint32_t lw = f.bias == t.bias ? 0u : rebw + (1u << f.m), hw = (t.maxfin << (f.m - t.m)) + rebw;
             uint32_t out;
-            const V b = sr8w16_codes(s + 2 * i, w0, w1, f.m - t.m, lw, hw, rebw, &out);
+            V b = sr8w16_codes(s + 2 * i, w0, w1, f.m - t.m, lw, hw, rebw, &out);
 #ifdef MXP_SIMD_PREFETCH
             if (nt && MXP_SIMD_PREFETCH_SRN) PF_LINES(s + ib * i, 0, 2 * VL * ib);
 #endif
-            if (out == 0) {
+            if (out == 0 || sr8w16_zeros(s + 2 * i, &b, out, lw, hw)) {
                 sr8w_store(d + i, b, nt);
                 continue;
             }
