@@ -377,7 +377,7 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
  * some lane is outside (nothing else is read from it here: no lone-lane patch on AVX2). Before,
  * each step widened the 16 words to two float32 vectors and ran sr_fast on each. AMD Zen 4
  * running these kernels (--isa avx2), three alternating runs each, medians, ns/element: bf16 ->
- * e4m3fn in cache 0.261 -> 0.216, at 2^26 0.312 -> 0.261; bf16 -> e5m2 0.253 -> 0.199 and 0.300
+ * e4m3fn in cache 0.261 -> 0.216, at 2^26 0.312 -> 0.257; bf16 -> e5m2 0.253 -> 0.199 and 0.300
  * -> 0.227; float16 sources: bench/RESULTS.md, session 41.
  */
 #define MXP_SIMD_SR8_W16 1
