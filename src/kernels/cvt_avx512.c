@@ -205,11 +205,10 @@ PRIM void n8_store4(void *p, V b0, V b1, V b2, V b3, int nt)
  * session 40 the bfloat16 source's step (n8w_tq, whose words have no dropped low half) folds
  * minq in too.
  */
-/* x >> Dw on 16-bit lanes, Dw = 4 (e4m3fn) or 5 (e5m2): written with literal counts because the
- * emulated intrinsics (SIMDe under clang) insist on a constant expression; inlined, the branch
- * folds away */
-/* x >> Dw on 16-bit lanes for the counts used (4 and 5 for float32 / bfloat16 -> float8, 7 to 12
- * in sr8w16_codes), by immediates */
+/* x >> Dw on 16-bit lanes for the counts used (4 and 5 for e4m3fn and e5m2 from float32 or
+ * bfloat16; 7 to 12 in sr8w16_codes): written with literal counts because the emulated
+ * intrinsics (SIMDe under clang) insist on a constant expression; inlined, the switch folds
+ * away */
 PRIM V srli16_dw(V x, int Dw)
 {
     switch (Dw) {
