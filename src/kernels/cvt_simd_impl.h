@@ -1741,8 +1741,8 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
                 /* one lane below the range (N(0, 1) data: about a quarter of the steps to e4m3fn),
                  * its code in scalar code, as sr_run's lone lane. AMD Zen 4, avx512-own, three
                  * alternating runs, bf16 -> e4m3fn in cache: N(0, 1) 0.306 -> 0.191 ns/element,
-                 * over [-8, 8] (6% of steps) 0.171 -> 0.149; at 2^26 0.435 -> 0.349 and 0.200 ->
-                 * 0.178 (session 41) */
+                 * over [-8, 8] (6% of steps) 0.172 -> 0.149; at 2^26 0.435 -> 0.349 and 0.200 ->
+                 * 0.179 (session 41) */
                 uint32_t code;
                 if (sr8w16_lone_code(out, s + 2 * i, f, t, lw, key, lo + (uint32_t)(i - i_first), &code) >= 0) {
                     sr8w_store(d + i, sr8_patch(b, out, code), nt);
