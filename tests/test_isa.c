@@ -174,6 +174,18 @@ static void skip_if_none(int checked)
     }
 }
 
+/* The end of a test that compared tables on src / want / got with the streaming threshold
+ * possibly lowered: the threshold back to its default, the buffers freed, a skip if nothing was
+ * checked */
+static void end_compare(unsigned char *src, unsigned char *want, unsigned char *got, int checked)
+{
+    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
+    free(src);
+    free(want);
+    free(got);
+    skip_if_none(checked);
+}
+
 /* One kernel table against the scalar table; returns the number of (pair, mode) entries it
  * checked. */
 static int check_table(const mxp__kernels *k)
@@ -497,11 +509,7 @@ static void test_streaming(void **state)
                     }
                 }
     }
-    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
-    free(src);
-    free(want);
-    free(got);
-    skip_if_none(checked);
+    end_compare(src, want, got, checked);
 }
 
 /* Every accelerated entry called with args.stream set on small n, as src/convert.c's interleaved
@@ -1231,11 +1239,7 @@ static void test_sr_edges(void **state)
                     }
             }
         }
-    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
-    free(src);
-    free(want);
-    free(got);
-    skip_if_none(checked);
+    end_compare(src, want, got, checked);
 }
 
 static void test_narrow_sources(void **state)
@@ -1287,11 +1291,7 @@ static void test_narrow_sources(void **state)
                     }
                 }
         }
-    mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
-    free(src);
-    free(want);
-    free(got);
-    skip_if_none(checked);
+    end_compare(src, want, got, checked);
 }
 
 /* Every accelerated entry from or to float64 on hard float64 / float32 data (fill64: ties and
