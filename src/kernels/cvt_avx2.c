@@ -399,12 +399,18 @@ PRIM V srli32_n(V x, int n)
     default: return _mm256_srli_epi32(x, 24);
     }
 }
+/* nonzero in the words whose magnitude a is outside [lw, hw): the wrapping a - lw
+ * saturating-minus the span hw - 1 - lw */
+PRIM V w16_out(V a, uint32_t lw, uint32_t hw)
+{
+    return _mm256_subs_epu16(_mm256_sub_epi16(a, _mm256_set1_epi16((short)lw)),
+                             _mm256_set1_epi16((short)(hw - 1u - lw)));
+}
 PRIM V sr8w16_codes(const unsigned char *p, V r0, V r1, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw,
                     uint32_t *out)
 {
     const V x = _mm256_loadu_si256((const __m256i *)(const void *)p);
-    const V l = _mm256_set1_epi16((short)lw), span = _mm256_set1_epi16((short)(hw - 1u - lw));
-    const V bad = _mm256_subs_epu16(_mm256_sub_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x7FFF)), l), span);
+    const V bad = w16_out(_mm256_and_si256(x, _mm256_set1_epi16(0x7FFF)), lw, hw);
     *out = !_mm256_testz_si256(bad, bad);
     /* VPACKUSDW: [r0 0-3, r1 0-3 | r0 4-7, r1 4-7]; qwords 0, 2, 1, 3 give element order */
     const V rw = _mm256_permute4x64_epi64(_mm256_packus_epi32(srli32_n(r0, 32 - Dw), srli32_n(r1, 32 - Dw)), 0xD8);
@@ -423,8 +429,7 @@ PRIM int sr8w16_zeros(const unsigned char *p, V *b, uint32_t out, uint32_t lw, u
     const V x = _mm256_loadu_si256((const __m256i *)(const void *)p);
     const V a = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
     const V z = _mm256_cmpeq_epi16(a, _mm256_setzero_si256());
-    const V l = _mm256_set1_epi16((short)lw), span = _mm256_set1_epi16((short)(hw - 1u - lw));
-    const V bad = _mm256_andnot_si256(z, _mm256_subs_epu16(_mm256_sub_epi16(a, l), span));
+    const V bad = _mm256_andnot_si256(z, w16_out(a, lw, hw));
     if (!_mm256_testz_si256(bad, bad)) return 0;
     *b = _mm256_blendv_epi8(*b, _mm256_srli_epi16(x, 8), z);
     return 1;
