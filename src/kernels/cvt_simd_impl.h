@@ -1133,6 +1133,7 @@ static SIMD_INLINE int sr8_lone_code(uint32_t out, const unsigned char *q, const
     *code = sr8_tiny_code(xb, t, mxp__sr_bits_k(key, index0 + j));
     return (int)j;
 }
+#ifdef MXP_SIMD_SR8_PATCH /* srn_run's lone lane needs the lane mask that only this ISA's step gives */
 /* sr8_lone_code for a step of 2*VL 16-bit elements at q (format f; lanes outside the word
  * range [lw, hw) in out): the lone lane's float32 bits are its bfloat16 word moved up, or its
  * float16 value when that is normal (a float16 subnormal, sign aside below 2^-14, takes the
@@ -1151,6 +1152,7 @@ static SIMD_INLINE int sr8w16_lone_code(uint32_t out, const unsigned char *q, co
     *code = sr8_tiny_code(xb, t, mxp__sr_bits_k(key, index0 + j));
     return (int)j;
 }
+#endif
 #endif
 
 /* A stochastic step's inputs: the 2*VL float32 at q and their words (sr_words_hi) from the Weyl
