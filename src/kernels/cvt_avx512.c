@@ -1135,24 +1135,28 @@ void mxp__cvt_register_avx512(mxp__kernels *k) { simd_register(k); }
  * step runs on the loaded bfloat16 vectors as they are, 32 lanes per vector.
  * A step whose only irregular lanes are +-0 (ReLU data) stores their signs (VPTESTNMW finds
  * them). A step with other lanes below the normal range (subnormal and +-0 results) takes them
- * in 16-bit lanes too: the value over the quantum 2^(1 - bias - m) is sig >> sh with sig = the
- * 8-bit significand (implicit bit or-ed in), e the exponent field and sh = 135 - bias - m - e
- * (>= 8 - m >= 5 for those lanes); nearest-even (sig + 2^(sh-1) - 1 + lsb) >> sh with
- * VPSRLVW / VPSLLVW; sh is capped at 9, where every 8-bit sig rounds to 0 (as it must: such
- * values are below half the quantum), and a bfloat16 subnormal (e = 0) lands there too. Integer
- * operations only. A step with an overflowing, infinite or NaN lane is widened to float32 on the
- * stack and converted by the float32 kernel.
+ * by float32 arithmetic (bf16_tiny8). A step with an overflowing, infinite or NaN lane is widened
+ * to float32 on the stack and converted by the float32 kernel.
  */
-PRIM V bf16_tiny8(V x, V C)
+/* The codes of the lanes of x below the normal range, sign included (word lanes; the other lanes'
+ * words are not codes): each dword's two words as two float32 magnitudes (the even word moved
+ * up, the odd one with the even masked off) plus magic = 2^(24 - bias - m), whose ulp is the
+ * quantum 2^(1 - bias - m) of the target's subnormals, added with nearest-even: the sum is magic
+ * + RNE(|x| / quantum) * quantum, so its low word is the code (at most 2^m, the smallest normal
+ * one). Exact for every such lane, a bfloat16 subnormal included (it rounds to 0 whether or not
+ * the CPU flushes it). Until session 42 the same codes came from 16-bit integer operations
+ * (VPSRLVW / VPSLLVW of the significand by 135 - bias - m - e): AMD Zen 4, N(0, 1) data,
+ * bf16 -> e4m3fn in cache 0.122 -> 0.094 ns/element (three alternating runs, medians).
+ */
+PRIM V bf16_tiny8(V x, __m512 magic)
 {
-    const V one = _mm512_set1_epi16(1);
-    const V e = _mm512_and_si512(_mm512_srli_epi16(x, 7), _mm512_set1_epi16(0xFF));
-    const V sh = _mm512_min_epu16(_mm512_sub_epi16(C, e), _mm512_set1_epi16(9));
-    const V sig = _mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x80));
-    const V lsb = _mm512_and_si512(_mm512_srlv_epi16(sig, sh), one);
-    const V half = _mm512_sub_epi16(_mm512_sllv_epi16(one, _mm512_sub_epi16(sh, one)), one);
-    const V code = _mm512_srlv_epi16(_mm512_add_epi16(_mm512_add_epi16(sig, half), lsb), sh);
-    return _mm512_or_si512(code, n8w_sign(x));
+    const V xa = _mm512_and_si512(x, _mm512_set1_epi16(0x7FFF));
+    const __m512 ev = _mm512_castsi512_ps(_mm512_slli_epi32(xa, 16));
+    const __m512 od = _mm512_castsi512_ps(_mm512_and_si512(xa, _mm512_set1_epi32((int)0xFFFF0000u)));
+    const V se = _mm512_castps_si512(_mm512_add_round_ps(ev, magic, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const V so = _mm512_castps_si512(_mm512_add_round_ps(od, magic, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const V code = _mm512_mask_blend_epi16((__mmask32)0xAAAAAAAAu, se, _mm512_slli_epi32(so, 16));
+    return _mm512_ternarylogic_epi32(code, _mm512_srli_epi16(x, 8), _mm512_set1_epi16(0x80), 0xF8); /* | sign */
 }
 /* the 64 elements at s through float32 (stack) and the float32 kernel f32k: overflow, NaN */
 #if defined(__GNUC__) || defined(__clang__)
@@ -1167,6 +1171,78 @@ static void bf16_f8_wide(unsigned char *d, const unsigned char *s, const mxp__cv
     }
     f32k(d, tmp, 64, a);
 }
+/* bf16_f8_run's constants */
+typedef struct bf8c {
+    n8m_c c;
+    V lo, mag, mn;
+    __m512 magic;
+} bf8c;
+/*
+ * One step of bf16_f8_run: the 64 elements at s + 2 i to d + i. Its return value is 1 when the
+ * step had a lane below the normal range other than +-0, else 0. bl = 0: such lanes are taken only
+ * in a step that has them (a branch); bl = 1: their codes are made in every step and selected by
+ * a mask, so no branch depends on them. On data where such lanes come in a random part of the
+ * steps (N(0, 1) to e4m3fn: about half of them) the branch mispredicts, and out of cache that
+ * costs far more than in cache: the load that decides it comes from memory, and every mispredict
+ * waits for it. AMD Zen 4, bf16 -> e4m3fn on N(0, 1), ns/element, three alternating runs, medians:
+ * bl = 0 in cache 0.094, at 2^26 0.240; bl = 1 0.117 and 0.123 (on uniform data bl = 0 is 0.057
+ * and 0.100, bl = 1 0.118 and 0.124). bf16_f8_run picks bl from the steps before (below).
+ */
+static SIMD_INLINE int bf16_f8_step(unsigned char *d, const unsigned char *s, size_t i, const bf8c *k,
+                                    const mxp__cvt_args *a, mxp__cvt_fn f32k, int nt, int pf, int bl)
+{
+    const n8m_c *c = &k->c;
+    const V x = _mm512_loadu_si512(s + 2 * i);
+    if (pf) MXP_SIMD_PREFETCH(s + 2 * i + MXP_SIMD_PREFETCH_DIST);
+    const V y = _mm512_loadu_si512(s + 2 * i + 64);
+    if (pf) MXP_SIMD_PREFETCH(s + 2 * i + 64 + MXP_SIMD_PREFETCH_DIST);
+    const V t0 = n8w_tq(x, c->Dw, c->k), t1 = n8w_tq(y, c->Dw, c->k);
+    const __mmask32 b0 = n8m_bad(t0, c), b1 = n8m_bad(t1, c);
+    V b0v = n8w_byte(t0, c->Dw), b1v = n8w_byte(t1, c->Dw);
+    int tiny = 0;
+    if (bl) {
+        /* every lane below the normal range, +-0 included, from bf16_tiny8 */
+        const __mmask32 z0 = _mm512_cmpgt_epu16_mask(k->lo, _mm512_and_si512(x, k->mag));
+        const __mmask32 z1 = _mm512_cmpgt_epu16_mask(k->lo, _mm512_and_si512(y, k->mag));
+        if (((b0 & (__mmask32)~z0) | (b1 & (__mmask32)~z1)) != 0) {
+            bf16_f8_wide(d + i, s + 2 * i, a, f32k);
+            return 0;
+        }
+        b0v = _mm512_mask_mov_epi16(b0v, z0, _mm512_sub_epi8(bf16_tiny8(x, k->magic), k->mn));
+        b1v = _mm512_mask_mov_epi16(b1v, z1, _mm512_sub_epi8(bf16_tiny8(y, k->magic), k->mn));
+        const __mmask32 o0 = _mm512_testn_epi16_mask(x, k->mag), o1 = _mm512_testn_epi16_mask(y, k->mag);
+        tiny = ((z0 & (__mmask32)~o0) | (z1 & (__mmask32)~o1)) != 0;
+    } else if ((b0 | b1) != 0) {
+        /* +-0 lanes only (ReLU data): the byte is the sign */
+        const __mmask32 o0 = _mm512_testn_epi16_mask(x, k->mag), o1 = _mm512_testn_epi16_mask(y, k->mag);
+        if (((b0 & (__mmask32)~o0) | (b1 & (__mmask32)~o1)) == 0) {
+            b0v = n8m_zbyte(b0v, o0, x, c);
+            b1v = n8m_zbyte(b1v, o1, y, c);
+        } else {
+            const __mmask32 z0 = _mm512_cmpgt_epu16_mask(k->lo, _mm512_and_si512(x, k->mag));
+            const __mmask32 z1 = _mm512_cmpgt_epu16_mask(k->lo, _mm512_and_si512(y, k->mag));
+            if (((b0 & (__mmask32)~z0) | (b1 & (__mmask32)~z1)) != 0) {
+                bf16_f8_wide(d + i, s + 2 * i, a, f32k);
+                return 0;
+            }
+            /* code - minq mod 256 in the low byte (VPSUBB: the high byte stays 0) */
+            b0v = _mm512_mask_mov_epi16(b0v, z0, _mm512_sub_epi8(bf16_tiny8(x, k->magic), k->mn));
+            b1v = _mm512_mask_mov_epi16(b1v, z1, _mm512_sub_epi8(bf16_tiny8(y, k->magic), k->mn));
+            tiny = 1;
+        }
+    }
+    /* streaming: one 64-byte store (the destination is 64-byte aligned here) */
+    n8w_put64(d + i, n8w_pack_mn(b0v, b1v, c->mn), nt);
+    return tiny;
+}
+/* The steps of bf16_f8_run that streaming runs take in turn: BF8_RUN steps, then bl = 1 for the
+ * next BF8_RUN if at least BF8_BL of them had a tiny lane (bf16_f8_step's return), else bl = 0.
+ * AMD Zen 4, bf16 -> e4m3fn at 2^26, three alternating runs, medians, ns/element, before (bl = 0
+ * always) -> thresholds 3 / 5 / 8 of 16: uniform on [-8, 8] (12% of the steps have such a lane)
+ * 0.106 -> 0.118 / 0.105 / 0.111; N(0, 1) 0.270 -> 0.134 / 0.136 / 0.163; N(0, 4) 0.129 -> 0.135
+ * / 0.125 / 0.123; uniform on [-1, 1] 0.264 -> 0.134 / 0.145 / 0.144 (bench/RESULTS.md, session
+ * 42). Below a third of the steps the branch is cheaper, as in cache. */
+enum { BF8_RUN = 16, BF8_BL = 5 };
 static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
                                       const mxp__cvt_args *a, mxp__cvt_fn f32k, int nt)
 {
@@ -1176,42 +1252,31 @@ static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, 
      * 64-byte store per step. Both since session 40: AMD Zen 4, bf16 -> e4m3fn, ten alternating
      * runs of bench_convert --isa avx512-own, medians: in cache 0.0650 -> 0.0628 ns/element, at
      * 2^26 0.1123 -> 0.1101 (bench/RESULTS.md) */
-    const n8m_c c = n8m_consts(D, fast_consts(t).add, 1u << t.m, t.maxfin);
-    const V lo = _mm512_set1_epi16((short)((128 - t.bias) << 7)), mag = _mm512_set1_epi16(0x7FFF);
-    const V C = _mm512_set1_epi16((short)(135 - t.bias - t.m)), mn = _mm512_set1_epi16((short)c.mn);
+    bf8c k;
+    k.c = n8m_consts(D, fast_consts(t).add, 1u << t.m, t.maxfin);
+    k.lo = _mm512_set1_epi16((short)((128 - t.bias) << 7));
+    k.mag = _mm512_set1_epi16(0x7FFF);
+    k.mn = _mm512_set1_epi16((short)k.c.mn);
+    k.magic = _mm512_castsi512_ps(v_set1((uint32_t)(127 + 24 - t.bias - t.m) << 23));
     /* the source prefetch of the float32 narrowings (MXP_SIMD_PREFETCH_ON, above): Zen 5, 2^26,
      * seven alternating runs, 0.0786 -> 0.0737 ns/element (medians); each line's prefetch after
      * its load instead of both before the loads (cvt_simd_impl.h's PF_LINES), six runs, 0.0723 ->
      * 0.0680 */
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
-    for (; i + 64 <= n; i += 64) {
-        const V x = _mm512_loadu_si512(s + 2 * i);
-        if (pf) MXP_SIMD_PREFETCH(s + 2 * i + MXP_SIMD_PREFETCH_DIST);
-        const V y = _mm512_loadu_si512(s + 2 * i + 64);
-        if (pf) MXP_SIMD_PREFETCH(s + 2 * i + 64 + MXP_SIMD_PREFETCH_DIST);
-        const V t0 = n8w_tq(x, c.Dw, c.k), t1 = n8w_tq(y, c.Dw, c.k);
-        const __mmask32 b0 = n8m_bad(t0, &c), b1 = n8m_bad(t1, &c);
-        V b0v = n8w_byte(t0, c.Dw), b1v = n8w_byte(t1, c.Dw);
-        if ((b0 | b1) != 0) {
-            /* +-0 lanes only (ReLU data): the byte is the sign */
-            const __mmask32 o0 = _mm512_testn_epi16_mask(x, mag), o1 = _mm512_testn_epi16_mask(y, mag);
-            if (((b0 & (__mmask32)~o0) | (b1 & (__mmask32)~o1)) == 0) {
-                b0v = n8m_zbyte(b0v, o0, x, &c);
-                b1v = n8m_zbyte(b1v, o1, y, &c);
-            } else {
-                const __mmask32 z0 = _mm512_cmpgt_epu16_mask(lo, _mm512_and_si512(x, mag));
-                const __mmask32 z1 = _mm512_cmpgt_epu16_mask(lo, _mm512_and_si512(y, mag));
-                if (((b0 & (__mmask32)~z0) | (b1 & (__mmask32)~z1)) != 0) {
-                    bf16_f8_wide(d + i, s + 2 * i, a, f32k);
-                    continue;
-                }
-                /* code - minq mod 256 in the low byte (VPSUBB: the high byte stays 0) */
-                b0v = _mm512_mask_mov_epi16(b0v, z0, _mm512_sub_epi8(bf16_tiny8(x, C), mn));
-                b1v = _mm512_mask_mov_epi16(b1v, z1, _mm512_sub_epi8(bf16_tiny8(y, C), mn));
-            }
-        }
-        /* streaming: one 64-byte store (the destination is 64-byte aligned here) */
-        n8w_put64(d + i, n8w_pack_mn(b0v, b1v, c.mn), nt);
+    if (!nt) {
+        /* in cache the branch costs less than bl = 1's operations (above) */
+        for (; i + 64 <= n; i += 64) bf16_f8_step(d, s, i, &k, a, f32k, 0, 0, 0);
+        return i;
+    }
+    int bl = 0;
+    while (i + 64 <= n) {
+        const size_t steps = (n - i) / 64 < BF8_RUN ? (n - i) / 64 : BF8_RUN;
+        int tiny = 0;
+        if (bl)
+            for (size_t j = 0; j < steps; j++, i += 64) tiny += bf16_f8_step(d, s, i, &k, a, f32k, 1, pf, 1);
+        else
+            for (size_t j = 0; j < steps; j++, i += 64) tiny += bf16_f8_step(d, s, i, &k, a, f32k, 1, pf, 0);
+        bl = tiny >= BF8_BL;
     }
     return i;
 }
