@@ -1674,6 +1674,37 @@ static SIMD_INLINE void to16_loop(void *dst, const void *src, size_t n, const mx
     scalar_tail(MXP_BFLOAT16, MXP_FLOAT16, MXP__RNE, d + 2 * i, s + 2 * i, n - i, a, a->index0 + i);
 }
 
+#if defined(MXP_SIMD_SR8_W16) && defined(MXP_SIMD_SR8_ZC)
+/* srn_run's step after its word step failed (a lane outside the normal range, not +-0 only nor
+ * one lane): the 2*VL 16-bit elements at q (format f) widened to float32 in registers (exact) and
+ * sr_run's tiny-aware step sr8_fast2zc on them with the same words: 1 when it stored them, 0 when
+ * a lane overflows or is NaN (nothing stored: the general step). Out of line, one copy per pair,
+ * as sr8_zrun (the tiny lanes' constants). Until session 42 such a step took the general step
+ * (narrow1 on every lane). AMD Zen 4, avx512, three alternating runs, medians, ns/element, in
+ * cache / at 2^26: N(0, 10^-4) data (every lane below the normal range of either format)
+ * bf16 -> e4m3fn 0.660 -> 0.385 / 0.669 -> 0.407, bf16 -> e5m2 0.651 -> 0.384 / 0.685 -> 0.403,
+ * f16 -> e4m3fn 0.635 -> 0.384 / 0.683 -> 0.425; N(0, 1) to e4m3fn 0.192 -> 0.172 / 0.35 either
+ * way; uniform data unchanged. AVX2 (sr8_fast2z, whose small lanes take a branch and variable
+ * shifts) gained nothing on N(0, 10^-4) data and lost at 2^26 on N(0, 1) (bf16 -> e4m3fn 0.434 ->
+ * 0.483), so it keeps the general step (bench/RESULTS.md, session 42). */
+static SIMD_INLINE int srn_tiny8_t(unsigned char *d, const unsigned char *q, V w0, V w1, const sfmt f, const sfmt t,
+                                   int nt)
+{
+    const int bf = f.dt == MXP_BFLOAT16;
+    const V u0 = bf ? v_slli(ld16(q), 16) : widen_one(q, f, 0, 0);
+    const V u1 = bf ? v_slli(ld16(q + 2 * VL), 16) : widen_one(q + 2 * VL, f, 0, 0);
+    const sr8zc zc = sr8z_consts(23 - t.m);
+    return sr8_fast2zc(d, u0, u1, w0, w1, &zc, nt, 0) != 0;
+}
+MXP_SIMD_NOINLINE
+static int srn_tiny8(unsigned char *d, const unsigned char *q, V w0, V w1, const sfmt f, const sfmt t, int nt)
+{
+    const int bf = f.dt == MXP_BFLOAT16, e4 = t.dt == MXP_FLOAT8_E4M3FN;
+    if (bf) return e4 ? srn_tiny8_t(d, q, w0, w1, SF_BF16, SF_E4M3, nt) : srn_tiny8_t(d, q, w0, w1, SF_BF16, SF_E5M2, nt);
+    return e4 ? srn_tiny8_t(d, q, w0, w1, SF_F16, SF_E4M3, nt) : srn_tiny8_t(d, q, w0, w1, SF_F16, SF_E5M2, nt);
+}
+#endif
+
 /*
  * Stochastic rounding from a narrow format f (float16 or bfloat16; the loop takes any width) to
  * another one (t) without the composed path's float32 block: each step widens 2*VL
@@ -1751,6 +1782,9 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
                     continue;
                 }
             }
+#endif
+#ifdef MXP_SIMD_SR8_ZC
+            if (srn_tiny8(d + i, s + 2 * i, w0, w1, f, t, nt)) continue;
 #endif
         }
 #endif
