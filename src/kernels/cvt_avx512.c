@@ -1177,6 +1177,20 @@ typedef struct bf8c {
     V lo, mag, mn;
     __m512 magic;
 } bf8c;
+/* The lanes of x (bytes b0v) and y (b1v) below the normal range (*z0, *z1; +-0 included) with
+ * bf16_tiny8's codes, minus minq mod 256 in the low byte (VPSUBB: the high byte stays 0), and 1;
+ * 0 (nothing changed) when a lane among the step's irregular ones b0, b1 is not such a lane
+ * (overflow, infinity, NaN: the step is widened) */
+PRIM int bf16_f8_small(V x, V y, __mmask32 b0, __mmask32 b1, V *b0v, V *b1v, const bf8c *k, __mmask32 *z0,
+                       __mmask32 *z1)
+{
+    *z0 = _mm512_cmpgt_epu16_mask(k->lo, _mm512_and_si512(x, k->mag));
+    *z1 = _mm512_cmpgt_epu16_mask(k->lo, _mm512_and_si512(y, k->mag));
+    if (((b0 & (__mmask32)~*z0) | (b1 & (__mmask32)~*z1)) != 0) return 0;
+    *b0v = _mm512_mask_mov_epi16(*b0v, *z0, _mm512_sub_epi8(bf16_tiny8(x, k->magic), k->mn));
+    *b1v = _mm512_mask_mov_epi16(*b1v, *z1, _mm512_sub_epi8(bf16_tiny8(y, k->magic), k->mn));
+    return 1;
+}
 /*
  * One step of bf16_f8_run: the 64 elements at s + 2 i to d + i. Its return value is 1 when the
  * step had a lane below the normal range other than +-0, else 0. bl = 0: such lanes are taken only
@@ -1202,14 +1216,11 @@ static SIMD_INLINE int bf16_f8_step(unsigned char *d, const unsigned char *s, si
     int tiny = 0;
     if (bl) {
         /* every lane below the normal range, +-0 included, from bf16_tiny8 */
-        const __mmask32 z0 = _mm512_cmpgt_epu16_mask(k->lo, _mm512_and_si512(x, k->mag));
-        const __mmask32 z1 = _mm512_cmpgt_epu16_mask(k->lo, _mm512_and_si512(y, k->mag));
-        if (((b0 & (__mmask32)~z0) | (b1 & (__mmask32)~z1)) != 0) {
+        __mmask32 z0, z1;
+        if (!bf16_f8_small(x, y, b0, b1, &b0v, &b1v, k, &z0, &z1)) {
             bf16_f8_wide(d + i, s + 2 * i, a, f32k);
             return 0;
         }
-        b0v = _mm512_mask_mov_epi16(b0v, z0, _mm512_sub_epi8(bf16_tiny8(x, k->magic), k->mn));
-        b1v = _mm512_mask_mov_epi16(b1v, z1, _mm512_sub_epi8(bf16_tiny8(y, k->magic), k->mn));
         const __mmask32 o0 = _mm512_testn_epi16_mask(x, k->mag), o1 = _mm512_testn_epi16_mask(y, k->mag);
         tiny = ((z0 & (__mmask32)~o0) | (z1 & (__mmask32)~o1)) != 0;
     } else if ((b0 | b1) != 0) {
@@ -1219,15 +1230,11 @@ static SIMD_INLINE int bf16_f8_step(unsigned char *d, const unsigned char *s, si
             b0v = n8m_zbyte(b0v, o0, x, c);
             b1v = n8m_zbyte(b1v, o1, y, c);
         } else {
-            const __mmask32 z0 = _mm512_cmpgt_epu16_mask(k->lo, _mm512_and_si512(x, k->mag));
-            const __mmask32 z1 = _mm512_cmpgt_epu16_mask(k->lo, _mm512_and_si512(y, k->mag));
-            if (((b0 & (__mmask32)~z0) | (b1 & (__mmask32)~z1)) != 0) {
+            __mmask32 z0, z1;
+            if (!bf16_f8_small(x, y, b0, b1, &b0v, &b1v, k, &z0, &z1)) {
                 bf16_f8_wide(d + i, s + 2 * i, a, f32k);
                 return 0;
             }
-            /* code - minq mod 256 in the low byte (VPSUBB: the high byte stays 0) */
-            b0v = _mm512_mask_mov_epi16(b0v, z0, _mm512_sub_epi8(bf16_tiny8(x, k->magic), k->mn));
-            b1v = _mm512_mask_mov_epi16(b1v, z1, _mm512_sub_epi8(bf16_tiny8(y, k->magic), k->mn));
             tiny = 1;
         }
     }
@@ -1243,6 +1250,22 @@ static SIMD_INLINE int bf16_f8_step(unsigned char *d, const unsigned char *s, si
  * / 0.125 / 0.123; uniform on [-1, 1] 0.264 -> 0.134 / 0.145 / 0.144 (bench/RESULTS.md, session
  * 42). Below a third of the steps the branch is cheaper, as in cache. */
 enum { TINY_RUN = 16, TINY_BL = 5 };
+/* The streaming loop of bf16_f8_run and f16_f8_run: runs of at most TINY_RUN steps of 64 elements
+ * from i while 64 remain before n, each with bl from the run before; STEP(bl) is one step at i,
+ * 1 when it had a small lane */
+#define TINY_RUNS(i, n, STEP)                                                                      \
+    do {                                                                                           \
+        int bl_ = 0;                                                                               \
+        while ((i) + 64 <= (n)) {                                                                  \
+            const size_t steps_ = ((n) - (i)) / 64 < TINY_RUN ? ((n) - (i)) / 64 : TINY_RUN;       \
+            int tiny_ = 0;                                                                         \
+            if (bl_)                                                                               \
+                for (size_t j_ = 0; j_ < steps_; j_++, (i) += 64) tiny_ += STEP(1);                \
+            else                                                                                   \
+                for (size_t j_ = 0; j_ < steps_; j_++, (i) += 64) tiny_ += STEP(0);                \
+            bl_ = tiny_ >= TINY_BL;                                                                \
+        }                                                                                          \
+    } while (0)
 static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
                                       const mxp__cvt_args *a, mxp__cvt_fn f32k, int nt)
 {
@@ -1268,16 +1291,9 @@ static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, 
         for (; i + 64 <= n; i += 64) bf16_f8_step(d, s, i, &k, a, f32k, 0, 0, 0);
         return i;
     }
-    int bl = 0;
-    while (i + 64 <= n) {
-        const size_t steps = (n - i) / 64 < TINY_RUN ? (n - i) / 64 : TINY_RUN;
-        int tiny = 0;
-        if (bl)
-            for (size_t j = 0; j < steps; j++, i += 64) tiny += bf16_f8_step(d, s, i, &k, a, f32k, 1, pf, 1);
-        else
-            for (size_t j = 0; j < steps; j++, i += 64) tiny += bf16_f8_step(d, s, i, &k, a, f32k, 1, pf, 0);
-        bl = tiny >= TINY_BL;
-    }
+#define BF8_STEP(bl) bf16_f8_step(d, s, i, &k, a, f32k, 1, pf, bl)
+    TINY_RUNS(i, n, BF8_STEP);
+#undef BF8_STEP
     return i;
 }
 static SIMD_INLINE void bf16_f8_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt t,
@@ -1550,16 +1566,9 @@ static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, s
         return i;
     }
     /* streaming: bl chosen from the steps before, as bf16_f8_run's */
-    int bl = 0;
-    while (i + 64 <= n) {
-        const size_t steps = (n - i) / 64 < TINY_RUN ? (n - i) / 64 : TINY_RUN;
-        int tiny = 0;
-        if (bl)
-            for (size_t j = 0; j < steps; j++, i += 64) tiny += f16_e4m3_step(d, s, i, sat, 1, pf, 1);
-        else
-            for (size_t j = 0; j < steps; j++, i += 64) tiny += f16_e4m3_step(d, s, i, sat, 1, pf, 0);
-        bl = tiny >= TINY_BL;
-    }
+#define F8E4_STEP(bl) f16_e4m3_step(d, s, i, sat, 1, pf, bl)
+    TINY_RUNS(i, n, F8E4_STEP);
+#undef F8E4_STEP
     return i;
 }
 SIMD_F16_F8(cvt_e4m3_f16__avx512, MXP_FLOAT8_E4M3FN, MXP_FLOAT16)
