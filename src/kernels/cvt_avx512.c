@@ -1473,12 +1473,10 @@ static void cvt_e5m2_e4m3__avx512(void *dst, const void *src, size_t n, const mx
  *  - e4m3fn: for a >= 2^-6 (0x2400) the same rounding to 3 mantissa bits, (a + 0x3F + lsb) >> 7,
  *    minus 64 (exponent bias 15 -> 7); every overflow, infinity and NaN lands at or above 0x7F
  *    (the NaN slot: 464 -> 448, above it NaN, as the reference), so min(code, 0x7F), or 0x7E
- *    when saturating with NaN lanes set to 0x7F after. Below 2^-6 (a step with such a lane takes
- *    f16_e4m3_tiny): the code is the value over the quantum 2^-9, nearest-even, i.e. the 11-bit
- *    significand sig (implicit bit or-ed in) shifted right by sh = 16 - e (e = a >> 10, 0 .. 8):
- *    (sig + 2^(sh-1) - 1 + lsb) >> sh with VPSRLVW / VPSLLVW; e = 0 (float16 subnormals, all
- *    below half the quantum) gives sh = 16 and 0.
- * The sign is or-ed in as bit 7. Integer operations only; stochastic rounding stays composed.
+ *    when saturating with NaN lanes set to 0x7F after. Below 2^-6 the code is the value over
+ *    the quantum 2^-9, nearest-even, by float32 arithmetic (f16_e4m3_tiny; in a step with such
+ *    a lane, or in every step of a streaming run where they are frequent, f16_e4m3_step).
+ * The sign is or-ed in as bit 7. Stochastic rounding from float16 is srn_run's (cvt_simd_impl.h).
  */
 PRIM V f16_e5m2_w(V h, int sat)
 {

@@ -1721,7 +1721,8 @@ static int srn_tiny8(unsigned char *d, const unsigned char *q, V w0, V w1, const
  * avx512, 1.47x on avx2), so those stay composed. Since session 40 (AVX-512, bfloat16) and 41
  * (AVX2, and float16 sources), a 16-bit source -> float8 takes its fast step on the loaded words
  * (MXP_SIMD_SR8_W16; the ISA files have the arithmetic and the numbers) and widens only for a
- * step that step cannot take. Its constants in the source's words, for a source of m_s mantissa
+ * step that step cannot take (on AVX-512 first for srn_tiny8's tiny-aware float32 step, above,
+ * then for the general one). Its constants in the source's words, for a source of m_s mantissa
  * bits and bias B_s (bfloat16: 7, 127; float16: 10, 15): Dw = m_s - m dropped bits, rebias
  * rebw = (B_s - B) << m_s, range [lw, hw) with lw = rebw + 2^m_s (the smallest normal; 0 when the
  * two biases agree, float16 -> e5m2, whose subnormals are the float16 ones with the low 8 bits
