@@ -750,11 +750,9 @@ void mxp__cvt_register_avx2_f64(mxp__kernels *k) { simd_register_f64(k); }
  * NaN becomes the target's quiet NaN with the top payload bits, ((a >> D) & 0x7F) | 2 for e5m2
  * (the reference's rule), 0x7F for e4m3fn. float16 -> e5m2 needs nothing else (the same exponent
  * range); in the other three, a below the target's normal range (2^-6 or 2^-14) takes the step's
- * tiny pass: the code is the value over the target's quantum, nearest-even, i.e. the source's
- * significand sig (implicit bit or-ed in) shifted right by sh = S - e (e = the exponent field,
- * S = bias_src + m_src + 1 - bias_dst - m_dst: 16, 125, 118), with variable shifts, which AVX2
- * has only on 32-bit lanes: eight at a time, packed back (a source subnormal or zero, e = 0,
- * shifts everything out). The composed path these replace widened every block to float32 on
+ * tiny pass: the code is the value over the target's quantum, nearest-even (f16_f8_tiny16, by
+ * VCVTPS2PH; in a step with such a lane, or in every step of a streaming run where they are
+ * frequent, f16_f8_step). The composed path these replace widened every block to float32 on
  * the stack: Zen 4, --isa avx2, float16 -> e4m3fn 0.137 ns/element in cache, 0.23 at 2^26;
  * bfloat16 -> e4m3fn 0.165 in cache.
  */
@@ -783,46 +781,87 @@ PRIM __m256i f16_f8_w(__m256i h, int e4, int bf, int sat, __m256i *tiny)
     *tiny = _mm256_cmpgt_epi16(_mm256_set1_epi16((short)lo), a);
     return _mm256_or_si256(t, sign);
 }
-/* the float8 codes of 8 float16 / bfloat16 (zero-extended to 32-bit lanes) below the target's
- * normal range, without the sign */
-PRIM __m256i f16_f8_tiny8(__m256i x, int e4, int bf)
+/* The float8 codes of the 16 lanes of h below the target's normal range, without the sign (word
+ * lanes; the other lanes' words are not codes), by VCVTPS2PH: each dword's two words become two
+ * float32 magnitudes scaled so that the target's quantum 2^q (q = -9 for e4m3fn, -16 for e5m2)
+ * lands on float16's subnormal quantum 2^-24, and VCVTPS2PH's nearest-even rounding (from its
+ * immediate: MXCSR is not read) to a float16 subnormal gives the code as its pattern (at most
+ * 2^m, the smallest normal code). A bfloat16 moves up into the float32 fields; the scaling
+ * subtracts (24 + q) << 23 from the exponent field after raising every magnitude to at least
+ * 2^(q - 2) (they round to 0 either way), so it never wraps and no float32 subnormal arises.
+ * A float16 (to e4m3fn only: e5m2 shares its range) goes to bits 13 .. 27 (<< 13 and >> 3,
+ * masked: the value times 2^-112) and the exponent field gains 112 - 24 - q; its zeros and
+ * subnormals become values below 2^-29, which round to 0 as they should. No step of this raises
+ * a floating-point assist or depends on MXCSR. Until session 43 the codes came from the
+ * significand shifted right by 32-bit variable shifts, eight lanes at a time (VPSRLVD,
+ * VPSLLVD), repacked to words. */
+PRIM __m256i f16_f8_tiny16(__m256i h, int e4, int bf)
 {
-    const int m = bf ? 7 : 10, S = bf ? (e4 ? 125 : 118) : 16;
-    const __m256i one = _mm256_set1_epi32(1);
-    const __m256i e = _mm256_srli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFF)), m);
-    const __m256i sh = _mm256_sub_epi32(_mm256_set1_epi32(S), e);
-    const __m256i sig = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32((1 << m) - 1)), _mm256_set1_epi32(1 << m));
-    const __m256i lsb = _mm256_and_si256(_mm256_srlv_epi32(sig, sh), one);
-    const __m256i half = _mm256_sub_epi32(_mm256_sllv_epi32(one, _mm256_sub_epi32(sh, one)), one);
-    return _mm256_srlv_epi32(_mm256_add_epi32(_mm256_add_epi32(sig, half), lsb), sh);
+    const int q = e4 ? -9 : -16;
+    __m256i ev, od;
+    if (bf) {
+        const __m256i mg = _mm256_set1_epi32(0x7FFF0000), fl = _mm256_set1_epi32((127 + q - 2) << 23);
+        const __m256i sc = _mm256_set1_epi32((24 + q) << 23);
+        ev = _mm256_sub_epi32(_mm256_max_epi32(_mm256_and_si256(_mm256_slli_epi32(h, 16), mg), fl), sc);
+        od = _mm256_sub_epi32(_mm256_max_epi32(_mm256_and_si256(h, mg), fl), sc);
+    } else {
+        const __m256i fm = _mm256_set1_epi32(0x0FFFE000), ad = _mm256_set1_epi32((112 - 24 - q) << 23);
+        ev = _mm256_add_epi32(_mm256_and_si256(_mm256_slli_epi32(h, 13), fm), ad);
+        od = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 3), fm), ad);
+    }
+    const __m128i ce = _mm256_cvtps_ph(_mm256_castsi256_ps(ev), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i co = _mm256_cvtps_ph(_mm256_castsi256_ps(od), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(ce, co)), _mm_unpackhi_epi16(ce, co), 1);
 }
 /* t with its tiny lanes (mask z) replaced by their codes, the sign (bit 7 of t) kept */
 PRIM __m256i f16_f8_tiny(__m256i h, __m256i t, __m256i z, int e4, int bf)
 {
-    const __m256i lo = f16_f8_tiny8(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), e4, bf);
-    const __m256i hi = f16_f8_tiny8(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), e4, bf);
-    const __m256i code = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8); /* element order */
     const __m256i sign = _mm256_and_si256(t, _mm256_set1_epi16(0x80));
-    return _mm256_blendv_epi8(t, _mm256_or_si256(code, sign), z);
+    return _mm256_blendv_epi8(t, _mm256_or_si256(f16_f8_tiny16(h, e4, bf), sign), z);
 }
+/* One step of f16_f8_run, 32 elements at s + 2 i to d + i; 1 when it had a lane below the
+ * target's normal range (+-0 too). bl = 1: those lanes' codes made without a branch (TINY_RUNS,
+ * cvt_simd_impl.h) */
+static SIMD_INLINE int f16_f8_step(unsigned char *d, const unsigned char *s, size_t i, int e4, int bf, int sat,
+                                   int nt, int pf, int bl)
+{
+    const __m256i h0 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i));
+    const __m256i h1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i + 32));
+    if (pf) MXP_SIMD_PREFETCH(s + 2 * i + MXP_SIMD_PREFETCH_DIST);
+    __m256i z0, z1;
+    __m256i b0 = f16_f8_w(h0, e4, bf, sat, &z0), b1 = f16_f8_w(h1, e4, bf, sat, &z1);
+    int tiny = 0;
+    if (e4 || bf) {
+        tiny = !_mm256_testz_si256(_mm256_or_si256(z0, z1), _mm256_or_si256(z0, z1));
+        if (bl || tiny) {
+            b0 = f16_f8_tiny(h0, b0, z0, e4, bf);
+            b1 = f16_f8_tiny(h1, b1, z1, e4, bf);
+        }
+    }
+    const __m256i b = _mm256_permute4x64_epi64(_mm256_packus_epi16(b0, b1), 0xD8); /* element order */
+    if (nt) MXP__STREAM256((__m256i *)(void *)(d + i), b);
+    else _mm256_storeu_si256((__m256i *)(void *)(d + i), b);
+    return tiny;
+}
+/* TINY_RUNS's runs here: 32 steps of 32 elements (the 1024 elements of cvt_avx512.c's 16 steps of
+ * 64), bl = 1 after 7 or more steps with a lane below the normal range (22%; AVX-512: 5 of 16,
+ * 31%). Intel Xeon (CPU 4), --isa avx2, 2^26, three alternating runs, medians, ns/element,
+ * bf16 / f16 -> e4m3fn, runs of 16 with threshold 5 -> 32 with 5 -> 32 with 7: uniform on
+ * [-8, 8] 0.177 / 0.151 -> 0.204 / 0.162 -> 0.159 / 0.153; N(0, 4) 0.186 / 0.166 -> 0.178 /
+ * 0.186 -> 0.170 / 0.171; N(0, 1) 0.246 / 0.274 -> 0.225 / 0.227 -> 0.235 / 0.255 (bl = 1
+ * always: 0.218 / 0.221). (bench/RESULTS.md, session 43) */
+enum { F16F8_RUN = 32, F16F8_BL = 7 };
 static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int e4, int bf,
                                      int sat, int nt)
 {
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
-    for (; i + 32 <= n; i += 32) {
-        const __m256i h0 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i));
-        const __m256i h1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i + 32));
-        if (pf) MXP_SIMD_PREFETCH(s + 2 * i + MXP_SIMD_PREFETCH_DIST);
-        __m256i z0, z1;
-        __m256i b0 = f16_f8_w(h0, e4, bf, sat, &z0), b1 = f16_f8_w(h1, e4, bf, sat, &z1);
-        if ((e4 || bf) && !_mm256_testz_si256(_mm256_or_si256(z0, z1), _mm256_or_si256(z0, z1))) {
-            b0 = f16_f8_tiny(h0, b0, z0, e4, bf);
-            b1 = f16_f8_tiny(h1, b1, z1, e4, bf);
-        }
-        const __m256i b = _mm256_permute4x64_epi64(_mm256_packus_epi16(b0, b1), 0xD8); /* element order */
-        if (nt) MXP__STREAM256((__m256i *)(void *)(d + i), b);
-        else _mm256_storeu_si256((__m256i *)(void *)(d + i), b);
+    if (!nt || !(e4 || bf)) { /* in cache the branch costs less */
+        for (; i + 32 <= n; i += 32) f16_f8_step(d, s, i, e4, bf, sat, nt, pf, 0);
+        return i;
     }
+#define F16F8_STEP(bl) f16_f8_step(d, s, i, e4, bf, sat, 1, pf, bl)
+    TINY_RUNS(i, n, 32, F16F8_RUN, F16F8_BL, F16F8_STEP);
+#undef F16F8_STEP
     return i;
 }
 SIMD_F16_F8(cvt_e4m3_f16__avx2, MXP_FLOAT8_E4M3FN, MXP_FLOAT16)

@@ -1242,30 +1242,15 @@ static SIMD_INLINE int bf16_f8_step(unsigned char *d, const unsigned char *s, si
     n8w_put64(d + i, n8w_pack_mn(b0v, b1v, c->mn), nt);
     return tiny;
 }
-/* The steps of bf16_f8_run that streaming runs take in turn: TINY_RUN steps, then bl = 1 for the
- * next TINY_RUN if at least TINY_BL of them had a tiny lane (bf16_f8_step's return), else bl = 0.
- * AMD Zen 4, bf16 -> e4m3fn at 2^26, three alternating runs, medians, ns/element, before (bl = 0
- * always) -> thresholds 3 / 5 / 8 of 16: uniform on [-8, 8] (12% of the steps have such a lane)
- * 0.106 -> 0.118 / 0.105 / 0.111; N(0, 1) 0.270 -> 0.134 / 0.136 / 0.163; N(0, 4) 0.129 -> 0.135
- * / 0.125 / 0.123; uniform on [-1, 1] 0.264 -> 0.134 / 0.145 / 0.144 (bench/RESULTS.md, session
- * 42). Below a third of the steps the branch is cheaper, as in cache. */
+/* The steps of bf16_f8_run that streaming runs take in turn: TINY_RUNS (cvt_simd_impl.h) with runs
+ * of TINY_RUN steps, bl = 1 for the next run if at least TINY_BL of them had a tiny lane
+ * (bf16_f8_step's return), else bl = 0. AMD Zen 4, bf16 -> e4m3fn at 2^26, three alternating runs,
+ * medians, ns/element, before (bl = 0 always) -> thresholds 3 / 5 / 8 of 16: uniform on [-8, 8]
+ * (12% of the steps have such a lane) 0.106 -> 0.118 / 0.105 / 0.111; N(0, 1) 0.270 -> 0.134 /
+ * 0.136 / 0.163; N(0, 4) 0.129 -> 0.135 / 0.125 / 0.123; uniform on [-1, 1] 0.264 -> 0.134 /
+ * 0.145 / 0.144 (bench/RESULTS.md, session 42). Below a third of the steps the branch is cheaper,
+ * as in cache. */
 enum { TINY_RUN = 16, TINY_BL = 5 };
-/* The streaming loop of bf16_f8_run and f16_f8_run: runs of at most TINY_RUN steps of 64 elements
- * from i while 64 remain before n, each with bl from the run before; STEP(bl) is one step at i,
- * 1 when it had a small lane */
-#define TINY_RUNS(i, n, STEP)                                                                      \
-    do {                                                                                           \
-        int bl_ = 0;                                                                               \
-        while ((i) + 64 <= (n)) {                                                                  \
-            const size_t steps_ = ((n) - (i)) / 64 < TINY_RUN ? ((n) - (i)) / 64 : TINY_RUN;       \
-            int tiny_ = 0;                                                                         \
-            if (bl_)                                                                               \
-                for (size_t j_ = 0; j_ < steps_; j_++, (i) += 64) tiny_ += STEP(1);                \
-            else                                                                                   \
-                for (size_t j_ = 0; j_ < steps_; j_++, (i) += 64) tiny_ += STEP(0);                \
-            bl_ = tiny_ >= TINY_BL;                                                                \
-        }                                                                                          \
-    } while (0)
 static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, const sfmt t,
                                       const mxp__cvt_args *a, mxp__cvt_fn f32k, int nt)
 {
@@ -1292,7 +1277,7 @@ static SIMD_INLINE size_t bf16_f8_run(unsigned char *d, const unsigned char *s, 
         return i;
     }
 #define BF8_STEP(bl) bf16_f8_step(d, s, i, &k, a, f32k, 1, pf, bl)
-    TINY_RUNS(i, n, BF8_STEP);
+    TINY_RUNS(i, n, 64, TINY_RUN, TINY_BL, BF8_STEP);
 #undef BF8_STEP
     return i;
 }
@@ -1565,7 +1550,7 @@ static SIMD_INLINE size_t f16_f8_run(unsigned char *d, const unsigned char *s, s
     }
     /* streaming: bl chosen from the steps before, as bf16_f8_run's */
 #define F8E4_STEP(bl) f16_e4m3_step(d, s, i, sat, 1, pf, bl)
-    TINY_RUNS(i, n, F8E4_STEP);
+    TINY_RUNS(i, n, 64, TINY_RUN, TINY_BL, F8E4_STEP);
 #undef F8E4_STEP
     return i;
 }

@@ -1912,6 +1912,27 @@ static SIMD_INLINE void pair_done(unsigned char *d, const unsigned char *s, size
     if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
     scalar_tail(to, from, MXP__RNE, d + ob * i, s + ib * i, n - i, a, a->index0 + i);
 }
+/* The streaming loops of the 16-bit -> float8 nearest-even steps that take lanes below the
+ * target's normal range in two forms (the ISA files' f16_f8_run and bf16_f8_run): STEP(bl) is one
+ * step of W elements at i, returning 1 when it had such a lane; bl = 0 takes them in a branch,
+ * only in a step that has one, bl = 1 in every step without a branch. Runs of at most RUN steps
+ * from i while W elements remain before n, each with bl = 1 when at least BL steps of the run
+ * before had such a lane. On data where they come in a random part of the steps the
+ * branch mispredicts, and out of cache each mispredict waits for the load that decides it; in
+ * cache the branch costs less (the ISA files have the numbers). */
+#define TINY_RUNS(i, n, W, RUN, BL, STEP)                                                          \
+    do {                                                                                           \
+        int bl_ = 0;                                                                               \
+        while ((i) + (W) <= (n)) {                                                                 \
+            const size_t steps_ = ((n) - (i)) / (W) < (RUN) ? ((n) - (i)) / (W) : (RUN);           \
+            int tiny_ = 0;                                                                         \
+            if (bl_)                                                                               \
+                for (size_t j_ = 0; j_ < steps_; j_++, (i) += (W)) tiny_ += STEP(1);               \
+            else                                                                                   \
+                for (size_t j_ = 0; j_ < steps_; j_++, (i) += (W)) tiny_ += STEP(0);               \
+            bl_ = tiny_ >= (BL);                                                                   \
+        }                                                                                          \
+    } while (0)
 
 /*
  * float16 (or, where the ISA file's step takes it, bfloat16: bf = 1) -> float8 nearest-even
