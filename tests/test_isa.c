@@ -755,20 +755,17 @@ static void test_lone_tiny(void **state)
     free(src);
 }
 
-/* float16 / bfloat16 -> float8 on fill_lone_tiny's values, rounded to the 16-bit format by the
- * reference: steps with a single small lane and, about once per 4096, an overflow, an infinity
- * or a NaN; in cache and streaming (threshold 4096 bytes), both modes, saturate off and on,
- * every SIMD table against the scalar one. The streaming bfloat16 -> float8 step takes a lone
- * small lane in place (cvt_avx512.c's bf16_f8_run). */
-static void test_lone_tiny16(void **state)
+/* float16 / bfloat16 -> float8 on fill_f32's float32 values (data names them), rounded to the 16-bit
+ * format by the reference; in cache and streaming (threshold 4096 bytes), both modes, saturate
+ * off and on, every SIMD table against the scalar one. */
+static void check_tiny16(void (*fill_f32)(unsigned char *, size_t), const char *data)
 {
-    (void)state;
     enum { N = 20011 };
     const mxp__kernels *ref = mxp__scalar_kernels();
     unsigned char *f32 = alloc(4 * N), *src = alloc(2 * N), *want = alloc(N);
     unsigned char *got = aligned_alloc(64, (N + 128 + 63) / 64 * 64); /* a multiple of the alignment */
     assert_non_null(got);
-    fill_lone_tiny(f32, N);
+    fill_f32(f32, N);
     const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
     mxp__kernels scratch[MXP__ISA_COUNT + 1];
     const int ntabs = tables_to_check(tabs, scratch);
@@ -787,9 +784,8 @@ static void test_lone_tiny16(void **state)
                         const mxp__cvt_args a = {(v & 1) != 0, 11, 0xFFFF0000ull, false};
                         mxp__nt_threshold = (v & 2) ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
                         char what[160];
-                        snprintf(what, sizeof what, "%s %s -> %s %s sat=%d n=%d%s (lone small values)", tabs[ti]->name,
-                                 dt_name(s), dt_name(d), mode ? "SR" : "RNE", v & 1, (int)N,
-                                 (v & 2) ? " streaming" : "");
+                        snprintf(what, sizeof what, "%s %s -> %s %s sat=%d n=%d%s (%s)", tabs[ti]->name, dt_name(s),
+                                 dt_name(d), mode ? "SR" : "RNE", v & 1, (int)N, (v & 2) ? " streaming" : "", data);
                         run_compare(tabs[ti], d, s, mode, &a, src, N, want, got + ((v & 2) ? 0 : 1), what);
                         checked++;
                     }
@@ -801,6 +797,43 @@ static void test_lone_tiny16(void **state)
     free(want);
     free(got);
     skip_if_none(checked);
+}
+/* check_tiny16 on fill_lone_tiny's data: steps with a single small lane and, about once per 4096,
+ * an overflow, an infinity or a NaN (the stochastic steps patch a lone small lane in place) */
+static void test_lone_tiny16(void **state)
+{
+    (void)state;
+    check_tiny16(fill_lone_tiny, "lone small values");
+}
+/* Float32 data for the 16-bit sources' +-0 steps (ReLU data): stretches of 256 elements with +-0
+ * in none, half or all of the lanes, or at the element positions (i mod 16) of a random mask, so
+ * that the two halves of a 32-element step have their zeros in the same lanes; among them, values
+ * below float8's normal range (small8_value, +-0 excluded) in none, about 1 in 256 or 1 in 16
+ * lanes, the rest in [2^-6, 4): steps whose only small lanes are +-0, and steps with one other
+ * small lane, in a lane whose twin in the other half is +-0. */
+static void fill_zero_tiny(unsigned char *p, size_t n)
+{
+    static const uint32_t zdens[] = {0, 2048, 4096, 0}, tdens[] = {0, 16, 256}; /* per 4096 */
+    uint32_t zden = 0, tden = 0, zmask = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i % 256 == 0) {
+            const uint32_t z = rnd32() % 4;
+            zden = zdens[z];
+            zmask = z == 3 ? rnd32() & 0xFFFFu : 0;
+            tden = tdens[rnd32() % 3];
+        }
+        const uint32_t sign = rnd32() & 0x80000000u;
+        uint32_t v = sign | (uint32_t)(127 - 6 + rnd32() % 8) << 23 | (rnd32() & 0x7FFFFFu);
+        if (rnd32() % 4096 < tden) v = small8_value(sign, rnd32() % 8, false);
+        else if (rnd32() % 4096 < zden || (zmask >> (i % 16) & 1)) v = sign;
+        memcpy(p + 4 * i, &v, 4);
+    }
+}
+/* float16 / bfloat16 -> float8 on fill_zero_tiny's data, as test_lone_tiny16 */
+static void test_zero_tiny16(void **state)
+{
+    (void)state;
+    check_tiny16(fill_zero_tiny, "+-0 with small values");
 }
 
 /* float32 -> float8 on fill_dense_tiny's data, both rounding modes, streaming (n as in
@@ -1507,6 +1540,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_args_stream),
         cmocka_unit_test(test_lone_tiny),
         cmocka_unit_test(test_lone_tiny16),
+        cmocka_unit_test(test_zero_tiny16),
         cmocka_unit_test(test_dense_tiny),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -820,8 +820,9 @@ PRIM __m256i f16_f8_tiny(__m256i h, __m256i t, __m256i z, int e4, int bf)
     return _mm256_blendv_epi8(t, _mm256_or_si256(f16_f8_tiny16(h, e4, bf), sign), z);
 }
 /* One step of f16_f8_run, 32 elements at s + 2 i to d + i; 1 when it had a lane below the
- * target's normal range (+-0 too). bl = 1: those lanes' codes made without a branch (TINY_RUNS,
- * cvt_simd_impl.h) */
+ * target's normal range other than +-0. bl = 1: those lanes' codes made without a branch
+ * (TINY_RUNS, cvt_simd_impl.h); bl = 0: a branch, and a step whose only such lanes are +-0
+ * clears their code bits (their byte is the sign) */
 static SIMD_INLINE int f16_f8_step(unsigned char *d, const unsigned char *s, size_t i, int e4, int bf, int sat,
                                    int nt, int pf, int bl)
 {
@@ -831,11 +832,17 @@ static SIMD_INLINE int f16_f8_step(unsigned char *d, const unsigned char *s, siz
     __m256i z0, z1;
     __m256i b0 = f16_f8_w(h0, e4, bf, sat, &z0), b1 = f16_f8_w(h1, e4, bf, sat, &z1);
     int tiny = 0;
-    if (e4 || bf) {
-        tiny = !_mm256_testz_si256(_mm256_or_si256(z0, z1), _mm256_or_si256(z0, z1));
+    if ((e4 || bf) && (bl || !_mm256_testz_si256(_mm256_or_si256(z0, z1), _mm256_or_si256(z0, z1)))) {
+        /* whether a lane below the normal range is not +-0: a nonzero magnitude under z0, z1 */
+        const __m256i nz = _mm256_or_si256(_mm256_and_si256(z0, h0), _mm256_and_si256(z1, h1));
+        tiny = !_mm256_testz_si256(nz, _mm256_set1_epi16(0x7FFF));
         if (bl || tiny) {
             b0 = f16_f8_tiny(h0, b0, z0, e4, bf);
             b1 = f16_f8_tiny(h1, b1, z1, e4, bf);
+        } else { /* only +-0 there (ReLU data): the sign alone, bit 7 of b */
+            const __m256i c = _mm256_set1_epi16(0x7F);
+            b0 = _mm256_andnot_si256(_mm256_and_si256(z0, c), b0);
+            b1 = _mm256_andnot_si256(_mm256_and_si256(z1, c), b1);
         }
     }
     const __m256i b = _mm256_permute4x64_epi64(_mm256_packus_epi16(b0, b1), 0xD8); /* element order */
