@@ -1510,8 +1510,9 @@ PRIM V f16_e4m3_tiny(V h, V t, __mmask32 tiny)
     return _mm512_mask_mov_epi16(t, tiny, _mm512_ternarylogic_epi32(t, _mm512_set1_epi16(0x80), code, 0xEA));
 }
 /* One step of f16_f8_run to e4m3fn, as bf16_f8_step: bl = 1 makes the tiny lanes' codes in every
- * step, without a branch; the return value is 1 when the step had a lane below 2^-6 (+-0 too:
- * there is no cheaper path for those here) */
+ * step, without a branch; the return value is 1 when the step had a lane below 2^-6 other than
+ * +-0. With bl = 0 a step whose only such lanes are +-0 keeps their signs alone (ReLU data; until
+ * session 43 they took f16_e4m3_tiny, and every ReLU step counted as tiny) */
 static SIMD_INLINE int f16_e4m3_step(unsigned char *d, const unsigned char *s, size_t i, int sat, int nt, int pf,
                                      int bl)
 {
@@ -1521,10 +1522,19 @@ static SIMD_INLINE int f16_e4m3_step(unsigned char *d, const unsigned char *s, s
     if (pf) MXP_SIMD_PREFETCH(s + 2 * i + 64 + MXP_SIMD_PREFETCH_DIST);
     __mmask32 z0, z1;
     V b0 = f16_e4m3_w(h0, sat, &z0), b1 = f16_e4m3_w(h1, sat, &z1);
-    const int tiny = (z0 | z1) != 0;
-    if (bl || tiny) {
-        b0 = f16_e4m3_tiny(h0, b0, z0);
-        b1 = f16_e4m3_tiny(h1, b1, z1);
+    int tiny = 0;
+    if (bl || (z0 | z1) != 0) {
+        /* the lanes below 2^-6 that are not +-0 */
+        const V mag = _mm512_set1_epi16(0x7FFF);
+        tiny = ((_mm512_test_epi16_mask(h0, mag) & z0) | (_mm512_test_epi16_mask(h1, mag) & z1)) != 0;
+        if (bl || tiny) {
+            b0 = f16_e4m3_tiny(h0, b0, z0);
+            b1 = f16_e4m3_tiny(h1, b1, z1);
+        } else { /* only +-0 there (ReLU data): the sign alone, bit 7 */
+            const V sg = _mm512_set1_epi16(0x80);
+            b0 = _mm512_mask_mov_epi16(b0, z0, _mm512_and_si512(b0, sg));
+            b1 = _mm512_mask_mov_epi16(b1, z1, _mm512_and_si512(b1, sg));
+        }
     }
     n8w_put64(d + i, n8w_pack(b0, b1), nt);
     return tiny;
