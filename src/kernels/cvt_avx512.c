@@ -1460,7 +1460,8 @@ static void cvt_e5m2_e4m3__avx512(void *dst, const void *src, size_t n, const mx
  *    (the NaN slot: 464 -> 448, above it NaN, as the reference), so min(code, 0x7F), or 0x7E
  *    when saturating with NaN lanes set to 0x7F after. Below 2^-6 the code is the value over
  *    the quantum 2^-9, nearest-even, by float32 arithmetic (f16_e4m3_tiny; in a step with such
- *    a lane, or in every step of a streaming run where they are frequent, f16_e4m3_step).
+ *    a lane other than +-0, or in every step of a streaming run where they are frequent,
+ *    f16_e4m3_step; a step whose only such lanes are +-0 keeps their signs).
  * The sign is or-ed in as bit 7. Stochastic rounding from float16 is srn_run's (cvt_simd_impl.h).
  */
 PRIM V f16_e5m2_w(V h, int sat)
