@@ -108,6 +108,8 @@ static const conv convs[] = {
     {"bf16->f16", MXP_FLOAT16, MXP_BFLOAT16, MXP__RNE, false},
     {"e4m3fn->e5m2", MXP_FLOAT8_E5M2, MXP_FLOAT8_E4M3FN, MXP__RNE, false},
     {"e4m3fn->e5m2 SR", MXP_FLOAT8_E5M2, MXP_FLOAT8_E4M3FN, MXP__SR, false},
+    {"e5m2->e4m3fn", MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2, MXP__RNE, false},
+    {"e5m2->e4m3fn SR", MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2, MXP__SR, false},
     {"e5m2->f16", MXP_FLOAT16, MXP_FLOAT8_E5M2, MXP__RNE, false},
     {"bf16->e4m3fn SR", MXP_FLOAT8_E4M3FN, MXP_BFLOAT16, MXP__SR, false},
     {"bf16->e5m2 SR", MXP_FLOAT8_E5M2, MXP_BFLOAT16, MXP__SR, false},

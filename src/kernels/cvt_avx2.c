@@ -971,6 +971,189 @@ void mxp__f8b_init(void)
 }
 
 /*
+ * e4m3fn <-> e5m2 stochastic rounding on 32 bytes at a time (it went through a float32 block,
+ * cvt_compose.c). The rule is cvt_avx512.c's byte-table one (kernels.h's mxp__f8s_fill): a
+ * magnitude a rounds up iff the top byte of its random word exceeds 255 - F, F / 256 its dropped
+ * fraction. AVX2 has no 128-entry byte lookup, so each direction uses the shape of its tables,
+ * checked at registration against them (f8s2_init; no kernel is registered where it differs):
+ *  - e4m3fn -> e5m2: F is 0 or 128. A normal a drops one mantissa bit, as in e4m3_e5m2_b, and
+ *    rounds up iff that bit and the random word's top bit are both set: (a >> 1) + 32 + (a & r31
+ *    & 1). The subnormals (exact) and the NaN come from e4m3_e5m2_b's table and code.
+ *  - e5m2 -> e4m3fn: only a < 32 (below 2^-7) drops bits; the others are exact or overflow,
+ *    e5m2_e4m3_b's result. For a < 32 both table rows come from two VPSHUFB on 16 entries each:
+ *    row[a] = lo16[a & 15] ^ (a >= 16 ? lo16[a - 16] ^ hi16[a - 16] : 0), the second lookup's
+ *    index a - 16 having bit 7 set (VPSHUFB gives 0) when a < 16. 255 - F is kept xor 0x80, so a
+ *    signed byte compare with the random byte xor 0x80 is the unsigned one.
+ * The random words: four vectors of 8 (sr_words_hi, whose top bits are final) per 32 elements.
+ * VPACKSSDW then VPACKSSWB (e4m3fn -> e5m2: the sign, that is the top bit, survives saturation),
+ * or the top bytes by VPSRAD 24 of the word xor 2^31 (values -128 .. 127, packed without
+ * saturating), leave lane k's word j of vector v at byte (j >> 2) * 16 + v * 4 + (j & 3); the
+ * Weyl states are laid out so that this is element order, and no permute is needed.
+ */
+static _Alignas(32) unsigned char f8s2_lut[4][32]; /* e5m2 -> e4m3fn: dn lo16, dn lo ^ hi, g ^ 0x80 likewise */
+static int f8s2_ok[2];
+/* VPSHUFB masks: vector v's top bytes to bytes 4v .. 4v + 3 of each 128-bit lane, 0 elsewhere */
+static _Alignas(32) unsigned char f8s2_top[4][32];                              /* [e4]: the shape checked (f8s2_init) */
+/* element offsets of the four Weyl vectors (see above) */
+PRIM V f8s2_lanes(int v)
+{
+    return _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19), _mm256_set1_epi32(4 * v));
+}
+PRIM V f8s2_e5m2(V b, V rs)
+{
+    const V a = _mm256_and_si256(b, _mm256_set1_epi8(0x7F));
+    const V h = _mm256_and_si256(_mm256_srli_epi16(a, 1), _mm256_set1_epi8(0x7F));
+    /* the random top bit per byte: bit 7 of each byte of rs to bit 0 (a word shift by 7 moves
+     * bit 15 to bit 8, the high byte's bit 0) */
+    const V up = _mm256_and_si256(_mm256_and_si256(a, _mm256_srli_epi16(rs, 7)), _mm256_set1_epi8(1));
+    const V nrm = _mm256_add_epi8(_mm256_add_epi8(h, _mm256_set1_epi8(32)), up);
+    const V sub = _mm256_shuffle_epi8(_mm256_load_si256((const V *)(const void *)mxp__f8b_sub[1]), a);
+    V r = _mm256_blendv_epi8(nrm, sub, _mm256_cmpgt_epi8(_mm256_set1_epi8(8), a));
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi8((char)mxp__f8b_nan), _mm256_cmpeq_epi8(a, _mm256_set1_epi8(0x7F)));
+    return _mm256_or_si256(r, _mm256_andnot_si256(_mm256_set1_epi8(0x7F), b));
+}
+PRIM V f8s2_e4m3(V b, V rx, int sat)
+{
+    const V a = _mm256_and_si256(b, _mm256_set1_epi8(0x7F)), a16 = _mm256_sub_epi8(a, _mm256_set1_epi8(16));
+    const V *t = (const V *)(const void *)f8s2_lut;
+    const V dn = _mm256_xor_si256(_mm256_shuffle_epi8(_mm256_load_si256(t), a),
+                                  _mm256_shuffle_epi8(_mm256_load_si256(t + 1), a16));
+    const V gx = _mm256_xor_si256(_mm256_shuffle_epi8(_mm256_load_si256(t + 2), a),
+                                  _mm256_shuffle_epi8(_mm256_load_si256(t + 3), a16));
+    /* dn + up: up is -1 where rx > gx */
+    const V q = _mm256_or_si256(_mm256_sub_epi8(dn, _mm256_cmpgt_epi8(rx, gx)),
+                                _mm256_andnot_si256(_mm256_set1_epi8(0x7F), b));
+    return _mm256_blendv_epi8(e5m2_e4m3_b(b, sat), q, _mm256_cmpgt_epi8(_mm256_set1_epi8(32), a));
+}
+/* elements i .. end (multiples of 32 apart), one block of 2^32 indices (key; element i's low
+ * index half lo); e4: to e4m3fn */
+static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
+                                 uint64_t key, int e4, int sat, int nt)
+{
+    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(32u * MXP__SR_W);
+    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
+    const V w = v_set1(MXP__SR_W), base = v_set1(lo * MXP__SR_W + (uint32_t)key);
+    V x0 = v_add(base, v_mullo(f8s2_lanes(0), w)), x1 = v_add(base, v_mullo(f8s2_lanes(1), w));
+    V x2 = v_add(base, v_mullo(f8s2_lanes(2), w)), x3 = v_add(base, v_mullo(f8s2_lanes(3), w));
+    for (; i < end; i += 32) {
+        if (nt) avx2_pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
+        V r0 = sr_words_hi(x0, khi, m1, m2), r1 = sr_words_hi(x1, khi, m1, m2);
+        V r2 = sr_words_hi(x2, khi, m1, m2), r3 = sr_words_hi(x3, khi, m1, m2);
+        x0 = v_add(x0, step);
+        x1 = v_add(x1, step);
+        x2 = v_add(x2, step);
+        x3 = v_add(x3, step);
+        V rb;
+        if (e4) {
+            const V *g = (const V *)(const void *)f8s2_top;
+            rb = _mm256_xor_si256(_mm256_or_si256(_mm256_or_si256(_mm256_shuffle_epi8(r0, _mm256_load_si256(g)),
+                                                                  _mm256_shuffle_epi8(r1, _mm256_load_si256(g + 1))),
+                                                 _mm256_or_si256(_mm256_shuffle_epi8(r2, _mm256_load_si256(g + 2)),
+                                                                  _mm256_shuffle_epi8(r3, _mm256_load_si256(g + 3)))),
+                                 _mm256_set1_epi8((char)0x80));
+        } else {
+            rb = _mm256_packs_epi16(_mm256_packs_epi32(r0, r1), _mm256_packs_epi32(r2, r3));
+        }
+        const V b = _mm256_loadu_si256((const V *)(const void *)(s + i));
+        const V o = e4 ? f8s2_e4m3(b, rb, sat) : f8s2_e5m2(b, rb);
+        if (nt) MXP__STREAM256((V *)(void *)(d + i), o);
+        else _mm256_storeu_si256((V *)(void *)(d + i), o);
+    }
+}
+static SIMD_INLINE void f8s2_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int e4)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned char *d = (unsigned char *)dst;
+    const mxp_dtype to = e4 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2, from = e4 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
+    const int sat = e4 && a->saturate;
+    size_t i = 0;
+    int nt = 0;
+    if (n >= 64 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
+        i = (32 - (uintptr_t)d % 32) % 32; /* the reference up to the boundary, then streaming stores */
+        scalar_tail(to, from, MXP__SR, d, s, i, a, a->index0);
+        nt = 1;
+    }
+    while (i + 32 <= n) {
+        const uint64_t idx = a->index0 + i;
+        const uint32_t lo = (uint32_t)idx;
+        const uint64_t room = 0x100000000ull - lo; /* indices before the low half wraps */
+        if (room < 32) {
+            /* the reference re-keys the straddling elements (a whole step: d stays aligned) */
+            scalar_tail(to, from, MXP__SR, d + i, s + i, 32, a, idx);
+            i += 32;
+            continue;
+        }
+        size_t cnt = n - i;
+        if ((uint64_t)cnt > room) cnt = (size_t)room;
+        const size_t end = i + cnt / 32 * 32;
+        const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
+        if (!e4) {
+            if (nt) f8s2_run(d, s, i, end, lo, key, 0, 0, 1);
+            else f8s2_run(d, s, i, end, lo, key, 0, 0, 0);
+        } else if (sat) {
+            if (nt) f8s2_run(d, s, i, end, lo, key, 1, 1, 1);
+            else f8s2_run(d, s, i, end, lo, key, 1, 1, 0);
+        } else {
+            if (nt) f8s2_run(d, s, i, end, lo, key, 1, 0, 1);
+            else f8s2_run(d, s, i, end, lo, key, 1, 0, 0);
+        }
+        i = end;
+    }
+    if (nt && !a->stream) _mm_sfence(); /* a->stream: the caller fences */
+    scalar_tail(to, from, MXP__SR, d + i, s + i, n - i, a, a->index0 + i);
+}
+static void cvt_e5m2_e4m3_sr__avx2(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    f8s2_loop(dst, src, n, a, 0);
+}
+static void cvt_e4m3_e5m2_sr__avx2(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    f8s2_loop(dst, src, n, a, 1);
+}
+/* After mxp__f8b_init: the tables from the reference (mxp__f8s_fill), their shape checked
+ * against what the kernels assume (f8s2_ok) */
+static void f8s2_init(const mxp__kernels *ref)
+{
+    static unsigned char tab[MXP__F8S_N][2][128];
+    int ok = mxp__f8s_fill(ref, MXP__F8S_E4M3_E5M2, tab[MXP__F8S_E4M3_E5M2]);
+    for (int m = 0; ok && m < 128; m++) {
+        const unsigned char *t0 = tab[MXP__F8S_E4M3_E5M2][0], *t1 = tab[MXP__F8S_E4M3_E5M2][1];
+        if (m >= 8 && m != 0x7F) ok = t0[m] == (m >> 1) + 32 && t1[m] == (m & 1 ? 127 : 255);
+        else ok = t1[m] == 255 && t0[m] == (m == 0x7F ? mxp__f8b_nan : mxp__f8b_sub[1][m]);
+    }
+    f8s2_ok[0] = ok;
+    ok = mxp__f8s_fill(ref, MXP__F8S_E5M2_E4M3, tab[MXP__F8S_E5M2_E4M3]) &&
+         mxp__f8s_fill(ref, MXP__F8S_E5M2_E4M3_SAT, tab[MXP__F8S_E5M2_E4M3_SAT]);
+    /* a >= 32: nothing dropped, and the code is e5m2_e4m3_b's (nearest-even, exact or overflow);
+     * a < 32: the same rows with and without saturation */
+    unsigned char ne[2][128];
+    for (int sat = 0; ok && sat < 2; sat++) {
+        _Alignas(32) unsigned char in[128];
+        for (int m = 0; m < 128; m++) in[m] = (unsigned char)m;
+        for (int j = 0; j < 128; j += 32)
+            _mm256_storeu_si256((V *)(void *)(ne[sat] + j),
+                                e5m2_e4m3_b(_mm256_load_si256((const V *)(const void *)(in + j)), sat));
+        unsigned char(*t)[128] = tab[sat ? MXP__F8S_E5M2_E4M3_SAT : MXP__F8S_E5M2_E4M3];
+        for (int m = 0; ok && m < 128; m++) {
+            if (m >= 32) ok = t[1][m] == 255 && t[0][m] == ne[sat][m];
+            else ok = t[0][m] == tab[MXP__F8S_E5M2_E4M3][0][m] && t[1][m] == tab[MXP__F8S_E5M2_E4M3][1][m];
+        }
+    }
+    for (int j = 0; ok && j < 32; j++) {
+        const unsigned char *dn = tab[MXP__F8S_E5M2_E4M3][0], *g = tab[MXP__F8S_E5M2_E4M3][1];
+        const int m = j % 16;
+        f8s2_lut[0][j] = dn[m];
+        f8s2_lut[1][j] = (unsigned char)(dn[m] ^ dn[m + 16]);
+        f8s2_lut[2][j] = (unsigned char)(g[m] ^ 0x80);
+        f8s2_lut[3][j] = (unsigned char)(g[m] ^ g[m + 16]);
+    }
+    for (int v = 0; v < 4; v++)
+        for (int p = 0; p < 32; p++)
+            f8s2_top[v][p] = (unsigned char)(p % 16 / 4 == v ? 4 * (p % 4) + 3 : 0x80);
+    f8s2_ok[1] = ok;
+}
+
+/*
  * float8 -> float16 / bfloat16 on 32 bytes at a time, each result built as its two bytes (the
  * generic step, cvt_simd_impl.h's to16_loop, widened through VCVTPH2PS to float32 and narrowed
  * back: Zen 4, --isa avx2, e4m3fn -> bfloat16 0.104 ns/element in cache). Every float8 value is
@@ -1140,6 +1323,9 @@ void mxp__cvt_register_avx2_pairs(mxp__kernels *k)
     static mxp__kernels ref; /* as in mxp__f8b_init */
     mxp__cvt_register_scalar(&ref);
     f8h_init(&ref);
+    f8s2_init(&ref);
+    if (f8s2_ok[0]) k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR] = cvt_e5m2_e4m3_sr__avx2;
+    if (f8s2_ok[1]) k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__SR] = cvt_e4m3_e5m2_sr__avx2;
     for (int mode = 0; mode < MXP__NMODES; mode++) {
         k->cvt[MXP_FLOAT16][MXP_FLOAT8_E4M3FN][mode] = cvt_f16_e4m3_b__avx2;
         k->cvt[MXP_BFLOAT16][MXP_FLOAT8_E4M3FN][mode] = cvt_bf16_e4m3_b__avx2;

@@ -2175,68 +2175,13 @@ F8V(cvt_e4m3_e5m2_vbmi__avx512, F8V_E5M2_E4M3, 1)
  * paths' hash, sr_words_hi, whose top bits are final), their top bytes gathered by two VPERMT2B,
  * two VPERMI2B lookups, one compare, a masked add of 1 (the next code up) and the sign. The
  * tables are derived from the reference's values and checked at registration against the
- * reference on 4096 elements (f8s_fill); a direction is registered only if both agree.
+ * reference on 4096 elements (kernels.h's mxp__f8s_fill, which cvt_avx2.c's kernels use too); a
+ * direction is registered only if both agree.
  */
-enum { F8S_E4M3_E5M2, F8S_E5M2_E4M3, F8S_E5M2_E4M3_SAT, F8S_N };
-static _Alignas(64) unsigned char f8s_tab[F8S_N][2][128];
+static _Alignas(64) unsigned char f8s_tab[MXP__F8S_N][2][128]; /* kernels.h's mxp__f8s_fill */
 /* VPERMT2B indices: the top bytes of two vectors of 16 words, in order, in bytes 0 .. 31 */
 static _Alignas(64) unsigned char f8s_itop[64];
 
-/* the value of every code of format dt (NaN for its NaNs), from the reference's float64 decode */
-static void f8s_values(const mxp__kernels *ref, mxp_dtype dt, double v[256])
-{
-    unsigned char in[256];
-    for (int b = 0; b < 256; b++) in[b] = (unsigned char)b;
-    const mxp__cvt_args a = {false, 0, 0, false};
-    ref->cvt[MXP_FLOAT64][dt][MXP__RNE](v, in, 256, &a);
-}
-static bool f8s_fill(const mxp__kernels *ref, int kind)
-{
-    const mxp_dtype to = kind == F8S_E4M3_E5M2 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
-    const mxp_dtype from = kind == F8S_E4M3_E5M2 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2;
-    const bool sat = kind == F8S_E5M2_E4M3_SAT;
-    double vs[256], vt[256];
-    f8s_values(ref, from, vs);
-    f8s_values(ref, to, vt);
-    unsigned char in[4096], rne[128], want[4096];
-    for (int b = 0; b < 128; b++) in[b] = (unsigned char)b;
-    const mxp__cvt_args a = {sat, 0x243F6A8885A308D3ull, 0xFFFFF000ull, false}; /* across 2^32 */
-    ref->cvt[to][from][MXP__RNE](rne, in, 128, &a);
-    double maxfin = 0;
-    for (int c = 0; c < 128; c++)
-        if (isfinite(vt[c]) && vt[c] > maxfin) maxfin = vt[c];
-    for (int m = 0; m < 128; m++) {
-        const double x = vs[m];
-        unsigned char dn = rne[m], g = 255;
-        if (x == x && x <= maxfin) {
-            int lo = 0; /* the largest code <= x (codes 0 .. 127 ascend up to the NaNs) */
-            for (int c = 0; c < 128; c++)
-                if (vt[c] == vt[c] && vt[c] <= x) lo = c;
-            dn = (unsigned char)lo;
-            if (vt[lo] != x) {
-                const double f = (x - vt[lo]) / (vt[lo + 1] - vt[lo]) * 256.0;
-                if (lo + 1 > 127 || !(f >= 1 && f < 256) || f != (double)(int)f) return false;
-                g = (unsigned char)(255 - (int)f);
-            }
-        }
-        f8s_tab[kind][0][m] = dn;
-        f8s_tab[kind][1][m] = g;
-    }
-    /* the check: the table rule against the reference's stochastic rounding */
-    uint32_t st = 12345;
-    for (int j = 0; j < 4096; j++) {
-        st = st * 1664525u + 1013904223u;
-        in[j] = (unsigned char)(st >> 24);
-    }
-    ref->cvt[to][from][MXP__SR](want, in, 4096, &a);
-    for (int j = 0; j < 4096; j++) {
-        const int m = in[j] & 0x7F;
-        const uint32_t r = mxp__sr_bits(a.seed, a.index0 + (uint64_t)j);
-        const int up = (int)(r >> 24) > f8s_tab[kind][1][m];
-        if (want[j] != ((f8s_tab[kind][0][m] + up) | (in[j] & 0x80))) return false;
-    }
-    return true;
-}
 /* elements i .. end (a multiple of 64 later), one block of 2^32 indices (key; element i's low
  * index half lo) */
 MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
@@ -2275,7 +2220,8 @@ MXP_VBMI_FN PRIM void f8s_loop(void *dst, const void *src, size_t n, const mxp__
     unsigned char *d = (unsigned char *)dst;
     const mxp_dtype to = e4 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2, from = e4 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
     const mxp__cvt_fn ref = mxp__scalar_kernels()->cvt[to][from][MXP__SR];
-    const unsigned char *tab = f8s_tab[e4 ? (a->saturate ? F8S_E5M2_E4M3_SAT : F8S_E5M2_E4M3) : F8S_E4M3_E5M2][0];
+    const unsigned char *tab =
+        f8s_tab[e4 ? (a->saturate ? MXP__F8S_E5M2_E4M3_SAT : MXP__F8S_E5M2_E4M3) : MXP__F8S_E4M3_E5M2][0];
     size_t i = 0;
     int nt = 0;
     if (n >= 128 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream)) { /* streaming: the reference up to 64 bytes */
@@ -2343,8 +2289,9 @@ void mxp__cvt_register_avx512_vbmi(mxp__kernels *k)
     }
     for (int p = 0; p < 64; p++) /* word p's top byte: words 0 .. 15 of the first vector, then the second's */
         f8s_itop[p] = (unsigned char)(p < 32 ? (p < 16 ? 4 * p + 3 : 64 + 4 * (p - 16) + 3) : 0);
-    if (f8s_fill(&ref, F8S_E4M3_E5M2))
+    if (mxp__f8s_fill(&ref, MXP__F8S_E4M3_E5M2, f8s_tab[MXP__F8S_E4M3_E5M2]))
         k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR] = cvt_e5m2_e4m3_sr_vbmi__avx512;
-    if (f8s_fill(&ref, F8S_E5M2_E4M3) && f8s_fill(&ref, F8S_E5M2_E4M3_SAT))
+    if (mxp__f8s_fill(&ref, MXP__F8S_E5M2_E4M3, f8s_tab[MXP__F8S_E5M2_E4M3]) &&
+        mxp__f8s_fill(&ref, MXP__F8S_E5M2_E4M3_SAT, f8s_tab[MXP__F8S_E5M2_E4M3_SAT]))
         k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__SR] = cvt_e4m3_e5m2_sr_vbmi__avx512;
 }

@@ -37,6 +37,7 @@
  *    narrowing pair (also for NaN / inf / exact elements); widening and identity pairs use the
  *    nearest-even kernel (they are exact).
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -687,4 +688,61 @@ void mxp__cvt_register_scalar(mxp__kernels *k)
 #undef SET2
 #undef SET_EXACT
 #undef SET_ROUND
+}
+
+/* kernels.h: the float8 <-> float8 stochastic-rounding tables of the SIMD kernels */
+/* the value of every code of format dt (NaN for its NaNs), from the reference's float64 decode */
+static void f8s_values(const mxp__kernels *ref, mxp_dtype dt, double v[256])
+{
+    unsigned char in[256];
+    for (int b = 0; b < 256; b++) in[b] = (unsigned char)b;
+    const mxp__cvt_args a = {false, 0, 0, false};
+    ref->cvt[MXP_FLOAT64][dt][MXP__RNE](v, in, 256, &a);
+}
+bool mxp__f8s_fill(const mxp__kernels *ref, int kind, unsigned char tab[2][128])
+{
+    const mxp_dtype to = kind == MXP__F8S_E4M3_E5M2 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
+    const mxp_dtype from = kind == MXP__F8S_E4M3_E5M2 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2;
+    const bool sat = kind == MXP__F8S_E5M2_E4M3_SAT;
+    double vs[256], vt[256];
+    f8s_values(ref, from, vs);
+    f8s_values(ref, to, vt);
+    unsigned char in[4096], rne[128], want[4096];
+    for (int b = 0; b < 128; b++) in[b] = (unsigned char)b;
+    const mxp__cvt_args a = {sat, 0x243F6A8885A308D3ull, 0xFFFFF000ull, false}; /* across 2^32 */
+    ref->cvt[to][from][MXP__RNE](rne, in, 128, &a);
+    double maxfin = 0;
+    for (int c = 0; c < 128; c++)
+        if (isfinite(vt[c]) && vt[c] > maxfin) maxfin = vt[c];
+    for (int m = 0; m < 128; m++) {
+        const double x = vs[m];
+        unsigned char dn = rne[m], g = 255;
+        if (x == x && x <= maxfin) {
+            int lo = 0; /* the largest code <= x (codes 0 .. 127 ascend up to the NaNs) */
+            for (int c = 0; c < 128; c++)
+                if (vt[c] == vt[c] && vt[c] <= x) lo = c;
+            dn = (unsigned char)lo;
+            if (vt[lo] != x) {
+                const double f = (x - vt[lo]) / (vt[lo + 1] - vt[lo]) * 256.0;
+                if (lo + 1 > 127 || !(f >= 1 && f < 256) || f != (double)(int)f) return false;
+                g = (unsigned char)(255 - (int)f);
+            }
+        }
+        tab[0][m] = dn;
+        tab[1][m] = g;
+    }
+    /* the check: the table rule against the reference's stochastic rounding */
+    uint32_t st = 12345;
+    for (int j = 0; j < 4096; j++) {
+        st = st * 1664525u + 1013904223u;
+        in[j] = (unsigned char)(st >> 24);
+    }
+    ref->cvt[to][from][MXP__SR](want, in, 4096, &a);
+    for (int j = 0; j < 4096; j++) {
+        const int m = in[j] & 0x7F;
+        const uint32_t r = mxp__sr_bits(a.seed, a.index0 + (uint64_t)j);
+        const int up = (int)(r >> 24) > tab[1][m];
+        if (want[j] != ((tab[0][m] + up) | (in[j] & 0x80))) return false;
+    }
+    return true;
 }
