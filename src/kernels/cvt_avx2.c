@@ -986,9 +986,18 @@ void mxp__f8b_init(void)
  *    signed byte compare with the random byte xor 0x80 is the unsigned one.
  * The random words: four vectors of 8 (sr_words_hi, whose top bits are final) per 32 elements.
  * VPACKSSDW then VPACKSSWB (e4m3fn -> e5m2: the sign, that is the top bit, survives saturation),
- * or the top bytes by VPSRAD 24 of the word xor 2^31 (values -128 .. 127, packed without
- * saturating), leave lane k's word j of vector v at byte (j >> 2) * 16 + v * 4 + (j & 3); the
- * Weyl states are laid out so that this is element order, and no permute is needed.
+ * or four VPSHUFB taking each word's top byte, or-ed (e5m2 -> e4m3fn), leave word j of vector v
+ * at byte (j >> 2) * 16 + v * 4 + (j & 3); the Weyl states are laid out so that this is element
+ * order, and no permute is needed. (The top bytes by VPSRAD 24 of the word xor 2^31 and the two
+ * packs cost more: 0.212 against 0.197 ns/element in cache, a tie at 2^26; the hash's x >> 16 by
+ * VPSHUFB, off the shift ports, was no faster either.) The lo16 row of dn is all zeros (e5m2
+ * magnitudes below 16 are under an eighth of e4m3fn's quantum), so a mutation dropping it
+ * survives the tests; g's is not.
+ * Intel Xeon (CPU 4 of bench/RESULTS.md), --isa avx2, one thread, medians of three alternating
+ * runs, ns/element in cache / at 2^26, composed -> these: e4m3fn -> e5m2 0.370 / 0.501 -> 0.192
+ * / 0.203, e5m2 -> e4m3fn 0.339 / 0.459 -> 0.220 / 0.241 (nearest-even: 0.053 / 0.085 and
+ * 0.038 / 0.082). Both stay 2.4-3x nearest-even at 2^26: the hash (two VPMULLD per 8 words) is
+ * most of the in-cache time.
  */
 static _Alignas(32) unsigned char f8s2_lut[4][32]; /* e5m2 -> e4m3fn: dn lo16, dn lo ^ hi, g ^ 0x80 likewise */
 static int f8s2_ok[2];

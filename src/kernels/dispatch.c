@@ -327,8 +327,8 @@ static void build(mxp__isa_id isa)
  * elsewhere and above it); every other choice stands.
  * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
  * table) and edit the rows below. The composed pairs (cvt_compose.c; on x86 only stochastic
- * rounding between the two float8 formats since session 28, and not on AVX512_VBMI CPUs since
- * session 29) run the table's float32 entries on
+ * rounding between the two float8 formats since session 28, not on AVX512_VBMI CPUs since
+ * session 29, nor on the avx2 table since session 44) run the table's float32 entries on
  * 2048-element blocks, so they follow the "small" choices; the composed blocks of the float64 ->
  * narrow kernels (cvt_simd_impl.h's n64_loop, steps their fast path cannot take) run the
  * float32 entries registered before these choices are applied, i.e. the ISA's own.

@@ -271,8 +271,9 @@ void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k);
 /* The narrow <-> narrow pairs with kernels of their own (no float32 block): float8 -> float16 /
  * bfloat16 (AVX2 by byte planes, AVX-512 by table), bfloat16 <-> float16 nearest-even
  * (cvt_simd_impl.h's to16_loop), float16 / bfloat16 -> float8 nearest-even on 16-bit lanes,
- * e4m3fn <-> e5m2 nearest-even by bytes, stochastic rounding from float16 / bfloat16
- * (cvt_simd_impl.h's srn_loop); after mxp__cvt_register_compose, whose entries they replace */
+ * e4m3fn <-> e5m2 nearest-even by bytes (AVX2: stochastic too, by bytes), stochastic rounding
+ * from float16 / bfloat16 (cvt_simd_impl.h's srn_loop); after mxp__cvt_register_compose, whose
+ * entries they replace */
 void mxp__cvt_register_avx2_pairs(mxp__kernels *k);
 /* e4m3fn <-> e5m2 by bytes (cvt_avx2.c, shared with cvt_avx512.c): VPSHUFB tables of the
  * reference's codes, [0] e5m2 -> e4m3fn for magnitudes 20 .. 35, [1] e4m3fn -> e5m2 for
