@@ -90,8 +90,8 @@ static const conv convs[] = {
     {"f32->e5m2 SR", MXP_FLOAT8_E5M2, MXP_FLOAT32, MXP__SR, false},
     /* the other pairs (float64 by AVX, and float64 <-> narrow by direct kernels on x86; the
      * narrow <-> narrow nearest-even pairs by their own kernels on x86; stochastic rounding
-     * between the two float8 formats by bytes on AVX2 and byte tables on AVX512_VBMI, else
-     * composed from the float32 kernels, src/kernels/cvt_compose.c) */
+     * between the two float8 formats by bytes: AVX2 kernels, or byte tables on AVX512_VBMI; on
+     * NEON the narrow pairs are composed from the float32 kernels, src/kernels/cvt_compose.c) */
     {"f64->f32", MXP_FLOAT32, MXP_FLOAT64, MXP__RNE, false},
     {"f32->f64", MXP_FLOAT64, MXP_FLOAT32, MXP__RNE, false},
     {"f64->f16", MXP_FLOAT16, MXP_FLOAT64, MXP__RNE, false},

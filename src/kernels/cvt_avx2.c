@@ -1119,8 +1119,8 @@ static void cvt_e4m3_e5m2_sr__avx2(void *dst, const void *src, size_t n, const m
 {
     f8s2_loop(dst, src, n, a, 1);
 }
-/* After mxp__f8b_init: the tables from the reference (mxp__f8s_fill), their shape checked
- * against what the kernels assume (f8s2_ok) */
+/* The tables from the reference (mxp__f8s_fill), their shape checked against what the kernels
+ * assume (f8s2_ok); after mxp__f8b_init */
 static void f8s2_init(const mxp__kernels *ref)
 {
     static unsigned char tab[MXP__F8S_N][2][128];
@@ -1324,6 +1324,16 @@ static void cvt_f16_bf16_w__avx2(void *dst, const void *src, size_t n, const mxp
     pair_done(d, s, i, n, a, MXP_FLOAT16, MXP_BFLOAT16, 2, 2, nt);
 }
 
+void mxp__cvt_register_avx2_f8s(mxp__kernels *k)
+{
+    mxp__f8b_init();
+    static mxp__kernels ref; /* as in mxp__f8b_init */
+    mxp__cvt_register_scalar(&ref);
+    f8s2_init(&ref);
+    if (f8s2_ok[0]) k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR] = cvt_e5m2_e4m3_sr__avx2;
+    if (f8s2_ok[1]) k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__SR] = cvt_e4m3_e5m2_sr__avx2;
+}
+
 void mxp__cvt_register_avx2_pairs(mxp__kernels *k)
 {
     simd_register_to16(k);
@@ -1332,9 +1342,7 @@ void mxp__cvt_register_avx2_pairs(mxp__kernels *k)
     static mxp__kernels ref; /* as in mxp__f8b_init */
     mxp__cvt_register_scalar(&ref);
     f8h_init(&ref);
-    f8s2_init(&ref);
-    if (f8s2_ok[0]) k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR] = cvt_e5m2_e4m3_sr__avx2;
-    if (f8s2_ok[1]) k->cvt[MXP_FLOAT8_E4M3FN][MXP_FLOAT8_E5M2][MXP__SR] = cvt_e4m3_e5m2_sr__avx2;
+    mxp__cvt_register_avx2_f8s(k);
     for (int mode = 0; mode < MXP__NMODES; mode++) {
         k->cvt[MXP_FLOAT16][MXP_FLOAT8_E4M3FN][mode] = cvt_f16_e4m3_b__avx2;
         k->cvt[MXP_BFLOAT16][MXP_FLOAT8_E4M3FN][mode] = cvt_bf16_e4m3_b__avx2;

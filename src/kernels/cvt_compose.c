@@ -32,11 +32,12 @@
  * nearest-even, e4m3fn <-> e5m2 nearest-even and stochastic rounding from float16 / bfloat16 no
  * longer come here (mxp__cvt_register_avx2_pairs / _avx512_pairs; session 27), nor, since
  * session 28, narrow -> float64 (cvt_simd_impl.h's w64_loop: the same two steps in registers).
- * What does on x86: stochastic rounding between the two float8s on the avx512 table of a CPU
- * without AVX512_VBMI (a direct loop lost to this path there). CPUs with AVX512_VBMI take it by
- * byte tables (cvt_avx512.c's f8s_loop, session 29: 0.34-0.48x of this path's time), and the
- * avx2 table by bytes since session 44 (cvt_avx2.c's f8s2_loop: Intel Xeon, --isa avx2,
- * 0.44-0.60x). On NEON: every pair between narrow
+ * On x86 nothing comes here since session 44. The last pairs, stochastic rounding between the
+ * two float8s (a direct loop through float32 lanes lost to this path), are byte kernels: on CPUs
+ * with AVX512_VBMI by tables (cvt_avx512.c's f8s_loop, session 29: 0.34-0.48x of this path's
+ * time), elsewhere AVX2's (cvt_avx2.c's f8s2_loop, on the avx512 table too; Intel Xeon, 2^26,
+ * 0.41-0.52x on the avx2 table, 0.56-0.65x on the avx512 one). The wrappers are still registered
+ * first, so a pair without a kernel of its own would come here. On NEON: every pair between narrow
  * formats and from them to float64.
  */
 #include <stdint.h>

@@ -1718,7 +1718,8 @@ static int srn_tiny8(unsigned char *d, const unsigned char *q, V w0, V w1, const
  * (bench/RESULTS.md, session 27; with only the sr_fast / narrow1 steps it was slower than the
  * composed path in cache). Between the two float8 formats it lost to the composed path, whose
  * widening is the tuned float8 -> float32 kernel (e4m3fn -> e5m2 1.16x slower in cache on
- * avx512, 1.47x on avx2), so those stay composed. Since session 40 (AVX-512, bfloat16) and 41
+ * avx512, 1.47x on avx2), so those stayed composed until byte kernels took them (AVX512_VBMI
+ * tables, session 29; AVX2, session 44). Since session 40 (AVX-512, bfloat16) and 41
  * (AVX2, and float16 sources), a 16-bit source -> float8 takes its fast step on the loaded words
  * (MXP_SIMD_SR8_W16; the ISA files have the arithmetic and the numbers) and widens only for a
  * step that step cannot take (on AVX-512 first for srn_tiny8's tiny-aware float32 step, above,

@@ -13,7 +13,10 @@
  * and float16 -> bfloat16 nearest-even entries are VCVTNEPS2BF16 kernels
  * (mxp__cvt_register_avx512_bf16); on one with AVX512_VBMI (Zen 4, Zen 5, Ice Lake and later)
  * e4m3fn -> float32 / float64 / float16 / bfloat16, e5m2 -> float64 / float16 / bfloat16 and
- * e4m3fn <-> e5m2 (both modes) are byte-table kernels (mxp__cvt_register_avx512_vbmi).
+ * e4m3fn <-> e5m2 (both modes) are byte-table kernels (mxp__cvt_register_avx512_vbmi); without
+ * it e4m3fn <-> e5m2 stochastic rounding takes the avx2 table's kernels
+ * (mxp__cvt_register_avx2_f8s), which session 44 measured 1.5-1.8x faster than the composed
+ * path at 2^26 on the Intel Xeon with VBMI's kernels left out (bench/RESULTS.md).
  * The int8 matmul's avx512 kernels use VPDPBUSD where cpuid reports AVX512_VNNI (x86_detect),
  * AVX-512BW VPMADDWD otherwise (qmatmul_avx512.c). On a CPU with AVX512_FP16 (Sapphire Rapids
  * and later Intel Xeons) float64 -> float16 nearest-even is VCVTPD2PH
@@ -162,6 +165,7 @@ static void build(mxp__isa_id isa)
         mxp__cvt_register_compose(k);
         mxp__cvt_register_avx512_bf16_f8(k);
         mxp__cvt_register_avx512_pairs(k);
+        mxp__cvt_register_avx2_f8s(k); /* e4m3fn <-> e5m2 stochastic: VBMI's tables replace them below */
 #if defined(MXP_X86_CPUID) && !defined(MXP_AVX512_EMULATED)
         /* after the composed pairs: its float16 -> bfloat16 entry replaces one of them */
         if (x86_detect().bf16) mxp__cvt_register_avx512_bf16(k);
@@ -326,10 +330,10 @@ static void build(mxp__isa_id isa)
  * now takes the avx2 kernel on Intel below the threshold (its own row, the avx512 kernel
  * elsewhere and above it); every other choice stands.
  * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
- * table) and edit the rows below. The composed pairs (cvt_compose.c; on x86 only stochastic
- * rounding between the two float8 formats since session 28, not on AVX512_VBMI CPUs since
- * session 29, nor on the avx2 table since session 44) run the table's float32 entries on
- * 2048-element blocks, so they follow the "small" choices; the composed blocks of the float64 ->
+ * table) and edit the rows below. The composed pairs (cvt_compose.c; on x86 none since session
+ * 44, stochastic rounding between the two float8 formats being the last) would run the table's
+ * float32 entries on 2048-element blocks, following the "small" choices; the composed blocks of
+ * the float64 ->
  * narrow kernels (cvt_simd_impl.h's n64_loop, steps their fast path cannot take) run the
  * float32 entries registered before these choices are applied, i.e. the ISA's own.
  * Only the avx512 table mixes; the other tables are their ISA's own kernels.

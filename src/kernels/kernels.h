@@ -282,6 +282,10 @@ void mxp__cvt_register_avx2_pairs(mxp__kernels *k);
 extern unsigned char mxp__f8b_sub[2][32];
 extern unsigned char mxp__f8b_nan;
 void mxp__f8b_init(void);
+/* e4m3fn <-> e5m2 stochastic rounding by bytes (cvt_avx2.c's f8s2_loop) into table k: the avx2
+ * table's, and the avx512 table's on CPUs without AVX512_VBMI (whose byte tables replace them);
+ * a direction is registered only if the reference's tables have the shape the kernel assumes */
+void mxp__cvt_register_avx2_f8s(mxp__kernels *k);
 void mxp__cvt_register_avx512_pairs(mxp__kernels *k);
 /*
  * Stochastic rounding between the two float8 formats as byte tables (cvt_avx512.c's VBMI
