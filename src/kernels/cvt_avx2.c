@@ -990,9 +990,9 @@ void mxp__f8b_init(void)
  * at byte (j >> 2) * 16 + v * 4 + (j & 3); the Weyl states are laid out so that this is element
  * order, and no permute is needed. (The top bytes by VPSRAD 24 of the word xor 2^31 and the two
  * packs cost more: 0.212 against 0.197 ns/element in cache, a tie at 2^26; the hash's x >> 16 by
- * VPSHUFB, off the shift ports, was no faster either.) The lo16 row of dn is all zeros (e5m2
- * magnitudes below 16 are under an eighth of e4m3fn's quantum), so a mutation dropping it
- * survives the tests; g's is not.
+ * VPSHUFB, off the shift ports, was no faster either.) dn's lo16 row is all zeros (e5m2
+ * magnitudes below 16 are under an eighth of e4m3fn's quantum), so leaving it out of the second
+ * lookup's entries is an equivalent mutation, which the tests cannot catch; g's row is not zero.
  * Intel Xeon (CPU 4 of bench/RESULTS.md), --isa avx2, one thread, medians of three alternating
  * runs, ns/element in cache / at 2^26, composed -> these: e4m3fn -> e5m2 0.370 / 0.501 -> 0.192
  * / 0.203, e5m2 -> e4m3fn 0.339 / 0.459 -> 0.220 / 0.241 (nearest-even: 0.053 / 0.085 and
@@ -1000,9 +1000,9 @@ void mxp__f8b_init(void)
  * most of the in-cache time.
  */
 static _Alignas(32) unsigned char f8s2_lut[4][32]; /* e5m2 -> e4m3fn: dn lo16, dn lo ^ hi, g ^ 0x80 likewise */
-static int f8s2_ok[2];
+static int f8s2_ok[2]; /* [e4]: the shape checked (f8s2_init) */
 /* VPSHUFB masks: vector v's top bytes to bytes 4v .. 4v + 3 of each 128-bit lane, 0 elsewhere */
-static _Alignas(32) unsigned char f8s2_top[4][32];                              /* [e4]: the shape checked (f8s2_init) */
+static _Alignas(32) unsigned char f8s2_top[4][32];
 /* element offsets of the four Weyl vectors (see above) */
 PRIM V f8s2_lanes(int v)
 {
