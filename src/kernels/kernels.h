@@ -254,6 +254,20 @@ void mxp__qmm_register_scalar(mxp__kernels *k);
  * Call on a SIMD table (a scalar one is left unchanged), before the registrations that replace
  * some of its entries. */
 void mxp__cvt_register_compose(mxp__kernels *k);
+/*
+ * Stochastic rounding between the two float8 formats as byte tables (cvt_avx512.c's VBMI
+ * kernels, cvt_avx2.c's): for each magnitude code m (0 .. 127) of the source, tab[0][m] is the
+ * target code toward zero (for NaN, infinity and magnitudes beyond the target's range, which
+ * never round stochastically, the reference's result) and tab[1][m] is 255 - F, where F / 256 is
+ * m's dropped part as a fraction of the step to the next code (255 where nothing is dropped):
+ * the reference's rule "up iff F * 2^24 + r >= 2^32" is "up iff r >> 24 > tab[1][m]", and the
+ * result is (tab[0][m] + up) with the source's sign. Derived from the reference's values and
+ * checked against its stochastic kernel on 4096 elements; false (tab undefined) if some code
+ * does not fit the rule. kind: the direction and saturation. Portable C (cvt_scalar.c).
+ */
+enum { MXP__F8S_E4M3_E5M2, MXP__F8S_E5M2_E4M3, MXP__F8S_E5M2_E4M3_SAT, MXP__F8S_N };
+bool mxp__f8s_fill(const mxp__kernels *ref, int kind, unsigned char tab[2][128]);
+
 #if defined(__x86_64__) || defined(_M_X64)
 /* cvt_f64_avx2.c (AVX): float64 <-> float32, and stochastic rounding from float64 */
 void mxp__cvt_register_f64_avx2(mxp__kernels *k);
@@ -287,19 +301,6 @@ void mxp__f8b_init(void);
  * a direction is registered only if the reference's tables have the shape the kernel assumes */
 void mxp__cvt_register_avx2_f8s(mxp__kernels *k);
 void mxp__cvt_register_avx512_pairs(mxp__kernels *k);
-/*
- * Stochastic rounding between the two float8 formats as byte tables (cvt_avx512.c's VBMI
- * kernels, cvt_avx2.c's): for each magnitude code m (0 .. 127) of the source, tab[0][m] is the
- * target code toward zero (for NaN, infinity and magnitudes beyond the target's range, which
- * never round stochastically, the reference's result) and tab[1][m] is 255 - F, where F / 256 is
- * m's dropped part as a fraction of the step to the next code (255 where nothing is dropped):
- * the reference's rule "up iff F * 2^24 + r >= 2^32" is "up iff r >> 24 > tab[1][m]", and the
- * result is (tab[0][m] + up) with the source's sign. Derived from the reference's values and
- * checked against its stochastic kernel on 4096 elements; false (tab undefined) if some code
- * does not fit the rule. kind: the direction and saturation.
- */
-enum { MXP__F8S_E4M3_E5M2, MXP__F8S_E5M2_E4M3, MXP__F8S_E5M2_E4M3_SAT, MXP__F8S_N };
-bool mxp__f8s_fill(const mxp__kernels *ref, int kind, unsigned char tab[2][128]);
 /* float64 -> float16 / bfloat16 / float8 nearest-even and float16 / bfloat16 / float8 -> float64
  * without the float32 block (cvt_simd_impl.h's n64_loop / w64_loop); last: its float64 -> narrow
  * kernels keep the float32 -> narrow entries the table has then, for the steps they leave */
