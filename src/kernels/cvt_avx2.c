@@ -1083,19 +1083,15 @@ static SIMD_INLINE void f8s2_loop(void *dst, const void *src, size_t n, const mx
         nt = 1;
     }
     while (i + 32 <= n) {
-        const uint64_t idx = a->index0 + i;
-        const uint32_t lo = (uint32_t)idx;
-        const uint64_t room = 0x100000000ull - lo; /* indices before the low half wraps */
-        if (room < 32) {
-            /* the reference re-keys the straddling elements (a whole step: d stays aligned) */
-            scalar_tail(to, from, MXP__SR, d + i, s + i, 32, a, idx);
+        uint32_t lo = 0;
+        uint64_t key = 0;
+        const size_t end = sr_block(i, n, a->index0, a->seed, 32, &lo, &key);
+        if (end == i) {
+            /* the straddling step by the reference (a whole step: d stays aligned) */
+            scalar_tail(to, from, MXP__SR, d + i, s + i, 32, a, a->index0 + i);
             i += 32;
             continue;
         }
-        size_t cnt = n - i;
-        if ((uint64_t)cnt > room) cnt = (size_t)room;
-        const size_t end = i + cnt / 32 * 32;
-        const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
         if (!e4) {
             if (nt) f8s2_run(d, s, i, end, lo, key, 0, 0, 1);
             else f8s2_run(d, s, i, end, lo, key, 0, 0, 0);

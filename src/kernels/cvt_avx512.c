@@ -2230,22 +2230,19 @@ MXP_VBMI_FN PRIM void f8s_loop(void *dst, const void *src, size_t n, const mxp__
         nt = 1;
     }
     while (i + 64 <= n) {
-        const uint64_t idx = a->index0 + i;
-        const uint32_t lo = (uint32_t)idx;
-        const uint64_t room = 0x100000000ull - lo; /* indices before the low half wraps */
-        if (room < 64) {
-            /* the reference re-keys the straddling elements (a whole step: d stays aligned) */
+        uint32_t lo = 0;
+        uint64_t key = 0;
+        const size_t end = sr_block(i, n, a->index0, a->seed, 64, &lo, &key);
+        if (end == i) {
+            /* the straddling step by the reference (a whole step: d stays aligned) */
             mxp__cvt_args b = *a;
-            b.index0 = idx;
+            b.index0 = a->index0 + i;
             ref(d + i, s + i, 64, &b);
             i += 64;
             continue;
         }
-        size_t cnt = n - i;
-        if ((uint64_t)cnt > room) cnt = (size_t)room;
-        const size_t end = i + cnt / 64 * 64;
-        if (nt) f8s_run(d, s, i, end, lo, mxp__sr_key(a->seed, (uint32_t)(idx >> 32)), tab, 1);
-        else f8s_run(d, s, i, end, lo, mxp__sr_key(a->seed, (uint32_t)(idx >> 32)), tab, 0);
+        if (nt) f8s_run(d, s, i, end, lo, key, tab, 1);
+        else f8s_run(d, s, i, end, lo, key, tab, 0);
         i = end;
     }
     if (nt && !a->stream) _mm_sfence(); /* a->stream: the caller fences */

@@ -500,6 +500,24 @@ static SIMD_INLINE void scalar_tail(mxp_dtype d, mxp_dtype s, int mode, void *ds
     mxp__scalar_kernels()->cvt[d][s][mode](dst, src, n, &b);
 }
 
+/* Stochastic loops run in blocks of indices that share their high half (one key, mxp__sr_key).
+ * From element i of a call whose first index is index0: the end of the block's whole W-element
+ * steps before n, with the block's key and element i's low index half; or i itself when fewer
+ * than W indices remain before the low half wraps (the caller gives that straddling step to the
+ * reference, which re-keys it). */
+static SIMD_INLINE size_t sr_block(size_t i, size_t n, uint64_t index0, uint64_t seed, size_t W, uint32_t *lo,
+                                   uint64_t *key)
+{
+    const uint64_t idx = index0 + i;
+    const uint64_t room = 0x100000000ull - (uint32_t)idx; /* indices before the low half wraps */
+    if (room < W) return i;
+    size_t cnt = n - i;
+    if ((uint64_t)cnt > room) cnt = (size_t)room;
+    *lo = (uint32_t)idx;
+    *key = mxp__sr_key(seed, (uint32_t)(idx >> 32));
+    return i + cnt / W * W;
+}
+
 /*
  * float32 -> narrow, 2*VL elements per step. Stochastic rounding computes the key of the high
  * half of the index once per run of indices that share it; a direct caller that straddles a
