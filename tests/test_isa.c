@@ -1402,12 +1402,14 @@ static void test_f64(void **state)
     skip_if_none(checked);
 }
 
-/* float64 -> narrow nearest-even on mostly regular data: doubles over [-8, 8] with fill64's hard
- * values (ties and near-ties of every format, overflow, underflow, NaN, float32 subnormals) at
- * several rates, with or without ReLU zeros, so that the direct kernels' fast steps (n64_loop in
- * cvt_simd_impl.h) run long and leave at every kind of lane (a lone small float8 lane is patched
- * in the step, anything else takes composed blocks of growing length); under three MXCSR
- * settings, sizes with every tail, odd offsets, and with the streaming threshold lowered. */
+/* float64 -> float32 and narrow, both modes, on mostly regular data: doubles over [-8, 8] with
+ * fill64's hard values (ties and near-ties of every format, overflow, underflow, NaN, float32
+ * subnormals) at several rates, with or without ReLU zeros, so that the direct kernels' fast
+ * steps (n64_loop in cvt_simd_impl.h; the stochastic sr_f64_run / sr_f64z_run) run long and
+ * leave at every kind of lane (a lone small float8 lane is patched in the step, anything else
+ * takes composed blocks of growing length, or the general stochastic step); under three MXCSR
+ * settings, sizes with every tail, odd offsets, stochastic calls across 2^32 indices, and with
+ * the streaming threshold lowered. */
 static void test_f64_mixed(void **state)
 {
     (void)state;
@@ -1440,29 +1442,32 @@ static void test_f64_mixed(void **state)
                         }
                         memcpy(src + so + 8 * i, &u, 8);
                     }
-                    for (int d = MXP_FLOAT16; d < MXP_FLOAT_DTYPE_COUNT; d++) {
-                        if (tabs[ti]->cvt[d][MXP_FLOAT64][MXP__RNE] == ref->cvt[d][MXP_FLOAT64][MXP__RNE]) continue;
+                    for (int mode = 0; mode < MXP__NMODES; mode++)
+                    for (int d = MXP_FLOAT32; d < MXP_FLOAT_DTYPE_COUNT; d++) {
+                        if (tabs[ti]->cvt[d][MXP_FLOAT64][mode] == ref->cvt[d][MXP_FLOAT64][mode]) continue;
                         const int sat = (int)(ri + (size_t)relu) % 2;
-                        const size_t dof = 2 * ri + (size_t)relu + (size_t)d;
-                        const mxp__cvt_args a = {sat != 0, 7, 0, false};
+                        const size_t dof = 2 * ri + (size_t)relu + (size_t)d + 4 * (size_t)mode;
+                        /* stochastic: some calls straddle 2^32 indices (the kernels re-key there) */
+                        const uint64_t index0 = mode == MXP__SR && ri % 2 ? 0xFFFFFFFFull - 1234 - ri : 5 + ri;
+                        const mxp__cvt_args a = {sat != 0, 7 + ri, index0, false};
                         char what[160];
-                        snprintf(what, sizeof what, "%s f64 -> %s RNE sat=%d, 1 in %u hard%s, n=%zu dst+%zu%s",
-                                 tabs[ti]->name, dt_name(d), sat, (unsigned)rates[ri], relu ? ", ReLU zeros" : "",
-                                 n, dof, pass ? " (streaming threshold 4096)" : "");
-                        ref->cvt[d][MXP_FLOAT64][MXP__RNE](want, src + so, n, &a);
+                        snprintf(what, sizeof what, "%s f64 -> %s %s sat=%d, 1 in %u hard%s, n=%zu dst+%zu%s",
+                                 tabs[ti]->name, dt_name(d), mode ? "SR" : "RNE", sat, (unsigned)rates[ri],
+                                 relu ? ", ReLU zeros" : "", n, dof, pass ? " (streaming threshold 4096)" : "");
+                        ref->cvt[d][MXP_FLOAT64][mode](want, src + so, n, &a);
                         mxp__nt_threshold = pass ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
 #ifdef HAVE_MXCSR
                         const unsigned csr = csrs[(ri + (size_t)d) % 3];
                         set_csr(csr);
 #endif
-                        tabs[ti]->cvt[d][MXP_FLOAT64][MXP__RNE](got + dof, src + so, n, &a);
+                        tabs[ti]->cvt[d][MXP_FLOAT64][mode](got + dof, src + so, n, &a);
 #ifdef HAVE_MXCSR
                         const unsigned after = get_csr();
                         set_csr(old_csr);
                         if ((after & ~0x3Fu) != csr) fail_msg("%s: MXCSR 0x%04x after the call", what, after);
 #endif
                         mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;
-                        expect_same(want, got + dof, src + so, n, d, MXP_FLOAT64, MXP__RNE, what);
+                        expect_same(want, got + dof, src + so, n, d, MXP_FLOAT64, mode, what);
                         checked++;
                     }
                 }

@@ -187,103 +187,158 @@ ALWAYS_INLINE __m256i sr_f64_4(__m256i u, __m256i r, const f64t t, int sat)
     return _mm256_or_si256(mag, _mm256_slli_epi64(_mm256_srli_epi64(u, 63), t.bits - 1));
 }
 
-/* The fast path of sr_f64_4, for magnitudes a in the target's normal range up to max finite
- * (lo64 <= a <= hi64, sr_f64_8 checks): base = a rebiased as above, D = 52 - m dropped bits, and
- * "round up iff F + r >= 2^32" is a carry out of the dropped bits when r is added at the top of
- * them: q = (base + (r << (D - 32))) >> D. (float32, D = 29 < 32: F = the dropped bits << 3
- * with three zero bits, so F + r >= 2^32 iff dropped + (r >> 3) >= 2^29: adding r >> 3 is
- * exact.) A carry out of the mantissa moves into the exponent, which is the next pattern;
- * a <= hi64 (max finite) cannot go past max finite (max finite itself has F = 0). */
-ALWAYS_INLINE __m256i sr_f64_4_fast(__m256i u, __m256i a, __m256i r, const f64t t)
+/*
+ * The steps' element order. A step loads its 8 doubles as two vectors of elements 0, 1, 4, 5
+ * and 2, 3, 6, 7 (two 16-byte halves each): VSHUFPS of two such vectors, taking the high dwords
+ * (imm 0xDD) or the low ones (0x88), gives 8 dwords in element order, with no lane-crossing
+ * permutation. The random words come from Weyl states laid out so that the low dwords of r
+ * (r & (2^32 - 1) as 64-bit lanes) are the words of the first vector's elements and the high
+ * dwords (r >> 32) the second's: dword lanes 0..7 hold the indices 0, 2, 1, 3, 4, 6, 5, 7.
+ */
+ALWAYS_INLINE __m256i ld_f64_pair(const unsigned char *p)
 {
-    const int D = 52 - t.m;
-    const __m256i rr = D >= 32 ? _mm256_slli_epi64(r, D - 32) : _mm256_srli_epi64(r, 32 - D);
-    const __m256i base = _mm256_sub_epi64(a, _mm256_set1_epi64x((long long)(1023 - t.bias) << 52));
-    const __m256i q = _mm256_srli_epi64(_mm256_add_epi64(base, rr), D);
-    return _mm256_or_si256(q, _mm256_slli_epi64(_mm256_srli_epi64(u, 63), t.bits - 1));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p)),
+                                   _mm_loadu_si128((const __m128i *)(const void *)(p + 32)), 1);
+}
+ALWAYS_INLINE __m256i dw_hi(__m256i x, __m256i y)
+{
+    return _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(y), 0xDD));
+}
+ALWAYS_INLINE __m256i dw_lo(__m256i x, __m256i y)
+{
+    return _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(y), 0x88));
 }
 
-/* the 8 results of two sr_f64_4 (low dwords of q0 then q1, values < 2^32) stored at d */
-ALWAYS_INLINE void st_f64_8(unsigned char *d, __m256i q0, __m256i q1, const f64t t)
+/* 8 results y (dwords in element order, each < 2^t.bits) as 8 elements of t.bits at d; nt:
+ * streaming stores (d aligned to 8 * t.bits / 8 bytes; float8 results never stream: see
+ * sr_from_f64) */
+ALWAYS_INLINE void st_f64_8(unsigned char *d, __m256i y, const f64t t, int nt)
 {
-    const __m256i y = _mm256_permute4x64_epi64(
-        _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(q0), _mm256_castsi256_ps(q1), 0x88)), 0xD8);
     if (t.bits == 32) {
-        _mm256_storeu_si256((__m256i *)(void *)d, y);
+        if (nt) MXP__STREAM256((__m256i *)(void *)d, y);
+        else _mm256_storeu_si256((__m256i *)(void *)d, y);
+        return;
+    }
+    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1)); /* 8 words */
+    if (t.bits == 16) {
+        if (nt) MXP__STREAM128((__m128i *)(void *)d, w);
+        else _mm_storeu_si128((__m128i *)(void *)d, w);
     } else {
-        const __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(y, y), 0xD8); /* 8 words, low half */
-        if (t.bits == 16) {
-            _mm_storeu_si128((__m128i *)(void *)d, _mm256_castsi256_si128(w));
-        } else {
-            const __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_castsi256_si128(w));
-            _mm_storel_epi64((__m128i *)(void *)d, b);
-        }
+        _mm_storel_epi64((__m128i *)(void *)d, _mm_packus_epi16(w, w));
     }
 }
 
-/* 8 elements at s -> d (t.bits wide) by the general path, random words r of their indices */
-ALWAYS_INLINE void sr_f64_8(unsigned char *d, const unsigned char *s, __m256i r, const f64t t, int sat)
+/* 8 elements at s -> d (t.bits wide) by the general path, r: the random words of their
+ * indices in the steps' layout (above) */
+ALWAYS_INLINE void sr_f64_8(unsigned char *d, const unsigned char *s, __m256i r, const f64t t, int sat, int nt)
 {
-    const __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)s);
-    const __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32));
-    const __m256i q0 = sr_f64_4(u0, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(r)), t, sat);
-    const __m256i q1 = sr_f64_4(u1, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(r, 1)), t, sat);
-    st_f64_8(d, q0, q1, t);
+    const __m256i q0 = sr_f64_4(ld_f64_pair(s), _mm256_and_si256(r, _mm256_set1_epi64x(0xFFFFFFFFll)), t, sat);
+    const __m256i q1 = sr_f64_4(ld_f64_pair(s + 16), _mm256_srli_epi64(r, 32), t, sat);
+    st_f64_8(d, dw_lo(q0, q1), t, nt);
 }
 
 /* an empty asm that makes v opaque, so that gcc keeps a hoisted constant in a register instead
  * of rebuilding it in the loop (cvt_simd_impl.h's MXP_SIMD_PIN) */
 #define PIN(v) __asm__("" : "+x"(v))
 
-/* The elements i .. end (a multiple of 8 later) of one block of 2^32 indices, whose key is key
- * and whose element i has the low index half lo. The inner loop holds only the fast path
- * (sr_f64_4_fast, every magnitude of the step in [lo64, hi64]: a + oadd >= olim as signed
- * 64-bit numbers, where a > hi64 wraps below olim and a < lo64 stays below); a step that fails
- * the check takes the general path outside it. pf: large calls on Intel (MXP__PREFETCH_L2)
- * prefetch the source (kernels.h's mxp__pf_intel). Intel Xeon (session 33),
- * the avx2 table, 2^26 elements, medians of three alternating runs, ns/element before -> after:
- * f64->f32 stochastic 1.287 -> 0.800, f64->bf16 stochastic 1.871 -> 0.690 (nearest-even: 0.56
- * and 0.61). The avx512 table's float64 stochastic kernels are cvt_avx512.c's (F64Z_PREFETCH). */
+/*
+ * The elements i .. end (a multiple of 8 later) of one block of 2^32 indices, whose key is key
+ * and whose element i has the low index half lo. The inner loop holds only the fast path, for
+ * steps whose magnitudes all lie in the target's normal range up to max finite; a step that
+ * fails the check takes the general path (sr_f64_4) outside it.
+ *
+ * The fast path. For a in [lo64, hi64], base = a - ((1023 - B) << 52) is the target pattern
+ * with D = 52 - m dropped bits below it, and "round up iff F + r >= 2^32" is a carry out of the
+ * dropped bits when r is added at the top of them: q = (base + r * 2^(D - 32)) >> D, which is
+ * floor((floor(base / 2^c) + r) / 2^32) for c = D - 32 >= 0 (the inner floor cannot change the
+ * outer one: r is an integer) and floor((base * 2^-c + r) / 2^32) for c < 0 (float32, c = -3:
+ * base < 2^60, so base << 3 stays below 2^63). So q is the high dword of T = (base shifted by
+ * c) + r (r zero-extended), and VSHUFPS collects the 8 high dwords in element order. A carry
+ * out of the mantissa moves into the exponent, which is the next pattern; a <= hi64 cannot go
+ * past max finite. For float32 base << 3 is taken from the signed bits u (the sign, shifted out,
+ * drops away), elsewhere from a. The sign comes from the high dwords of the inputs, collected
+ * by the same VSHUFPS for the range check: that check runs on them as 32-bit numbers,
+ * lo64 >> 32 <= |high dword| <= hi32 = ((hi64 + 1) >> 32) - 1 (lo64's low dword is 0; every
+ * a with that high dword is at most hi64; a step with a magnitude just below max finite in
+ * that last 2^32 may take the general path, which is exact everywhere). A lane whose high
+ * dword is +-0 (a double below 2^-1042: +-0, ReLU data) takes the fast path too, its result
+ * masked to the sign alone: its dropped fraction's top 32 bits F are 0 for every target, so it
+ * never rounds up (the general path's result). Until session 45 the fast path shifted r into
+ * place, added, shifted q down, moved the sign from bit 63 and put the halves in order with a
+ * VPERMQ (the words by two VPMOVZXDQ), +-0 lanes took the general path, and no call streamed.
+ * Intel Xeon (CPU 4 of bench/RESULTS.md), --isa avx2, medians of three alternating runs,
+ * ns/element before -> after, in cache / 2^26: f64->f32 stochastic 0.582 / 1.004 -> 0.462 /
+ * 0.844, f64->bf16 0.614 / 0.931 -> 0.537 / 0.871 (nearest-even at 2^26: 0.67 and 0.78); on
+ * ReLU data (half +-0) f64->f32 1.378 / 1.832 -> 0.458 / 0.932, f64->bf16 1.405 / 1.776 ->
+ * 0.533 / 0.920. (Without the +-0 lanes, 0.428 and 0.507 in cache.)
+ *
+ * nt: streaming stores. pf: large calls on Intel (MXP__PREFETCH_L2) prefetch the source
+ * (kernels.h's mxp__pf_intel). Intel Xeon (session 33), the avx2 table, 2^26 elements, medians of
+ * three alternating runs, ns/element before -> after: f64->f32 stochastic 1.287 -> 0.800,
+ * f64->bf16 stochastic 1.871 -> 0.690 (nearest-even: 0.56 and 0.61). The avx512 table's float64
+ * stochastic kernels are cvt_avx512.c's (F64Z_PREFETCH).
+ */
 ALWAYS_INLINE void sr_f64_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
-                              uint64_t key, const f64t t, int sat, int pf)
+                              uint64_t key, const f64t t, int sat, int nt, int pf)
 {
     const size_t ob = (size_t)t.bits / 8;
+    const int D = 52 - t.m;
     const long long lo64 = (long long)(1024 - t.bias) << 52;
     const long long hi64 = ((long long)t.maxfin << (52 - t.m)) + ((long long)(1023 - t.bias) << 52);
+    const uint32_t lo32 = (uint32_t)((unsigned long long)lo64 >> 32);
+    const uint32_t hi32 = (uint32_t)(((unsigned long long)hi64 + 1u) >> 32) - 1u;
     __m256i khi = _mm256_set1_epi32((int)(uint32_t)(key >> 32));
     __m256i step = _mm256_set1_epi32((int)(8u * MXP__SR_W));
-    __m256i absm = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll);
-    __m256i oadd = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll - hi64);
-    __m256i olim = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll - (hi64 - lo64));
+    __m256i absm = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll), abs32 = _mm256_set1_epi32(0x7FFFFFFF);
+    __m256i oadd = _mm256_set1_epi32((int)(0x7FFFFFFFu - hi32));
+    __m256i olim = _mm256_set1_epi32((int)(0x7FFFFFFFu - (hi32 - lo32)));
+    __m256i reb = _mm256_set1_epi64x((long long)(1023 - t.bias) << 52);
     __m256i m1 = _mm256_set1_epi32((int)MXP__SR_M1), m2 = _mm256_set1_epi32((int)MXP__SR_M2);
     PIN(khi);
     PIN(step);
     PIN(absm);
+    PIN(abs32);
     PIN(oadd);
     PIN(olim);
+    PIN(reb);
     PIN(m1);
     PIN(m2);
-    /* the Weyl states of the indices lo .. lo + 7 (kernels.h), 8 * W further per step */
+    /* the Weyl states of the indices lo + 0, 2, 1, 3, 4, 6, 5, 7 (the layout above), 8 * W
+     * further per step */
     __m256i il = _mm256_add_epi32(_mm256_set1_epi32((int)(lo * MXP__SR_W + (uint32_t)key)),
-                                  _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                  _mm256_mullo_epi32(_mm256_setr_epi32(0, 2, 1, 3, 4, 6, 5, 7),
                                                      _mm256_set1_epi32((int)MXP__SR_W)));
     while (i < end) {
         for (; i < end; i += 8) {
-            if (pf) mxp__pf_intel(s + 8 * i);
-            const __m256i u0 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 8 * i));
-            const __m256i u1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + 8 * i + 32));
-            const __m256i a0 = _mm256_and_si256(u0, absm), a1 = _mm256_and_si256(u1, absm);
-            const __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi64(olim, _mm256_add_epi64(a0, oadd)),
-                                                _mm256_cmpgt_epi64(olim, _mm256_add_epi64(a1, oadd)));
-            if (!_mm256_testz_si256(bad, bad)) break;
+            const unsigned char *p = s + 8 * i;
+            if (pf) mxp__pf_intel(p);
+            const __m256i u0 = ld_f64_pair(p), u1 = ld_f64_pair(p + 16);
+            const __m256i h = dw_hi(u0, u1); /* sign and high bits of elements 0..7 */
+            const __m256i ah = _mm256_and_si256(h, abs32);
+            /* z: the lanes whose results are +-0 (below); a step goes on if every lane outside the
+             * range is one of them (VPTEST's carry: bad & ~z == 0) */
+            const __m256i z = _mm256_cmpeq_epi32(ah, _mm256_setzero_si256());
+            const __m256i bad = _mm256_cmpgt_epi32(olim, _mm256_add_epi32(ah, oadd));
+            if (!_mm256_testc_si256(z, bad)) break;
             const __m256i r = sr_words8(il, khi, m1, m2);
-            const __m256i q0 = sr_f64_4_fast(u0, a0, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(r)), t);
-            const __m256i q1 = sr_f64_4_fast(u1, a1, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(r, 1)), t);
-            st_f64_8(d + ob * i, q0, q1, t);
+            const __m256i r0 = _mm256_and_si256(r, _mm256_set1_epi64x(0xFFFFFFFFll)), r1 = _mm256_srli_epi64(r, 32);
+            __m256i t0, t1;
+            if (D < 32) {
+                t0 = _mm256_slli_epi64(_mm256_sub_epi64(u0, reb), 32 - D);
+                t1 = _mm256_slli_epi64(_mm256_sub_epi64(u1, reb), 32 - D);
+            } else {
+                t0 = _mm256_srli_epi64(_mm256_sub_epi64(_mm256_and_si256(u0, absm), reb), D - 32);
+                t1 = _mm256_srli_epi64(_mm256_sub_epi64(_mm256_and_si256(u1, absm), reb), D - 32);
+            }
+            const __m256i q = _mm256_andnot_si256(z, dw_hi(_mm256_add_epi64(t0, r0), _mm256_add_epi64(t1, r1)));
+            const __m256i sg = t.bits == 32 ? _mm256_andnot_si256(abs32, h)
+                                            : _mm256_and_si256(_mm256_srli_epi32(h, 32 - t.bits),
+                                                               _mm256_set1_epi32((int)(1u << (t.bits - 1))));
+            st_f64_8(d + ob * i, _mm256_or_si256(q, sg), t, nt);
             il = _mm256_add_epi32(il, step);
         }
         if (i >= end) break;
-        sr_f64_8(d + ob * i, s + 8 * i, sr_words8(il, khi, m1, m2), t, sat);
+        sr_f64_8(d + ob * i, s + 8 * i, sr_words8(il, khi, m1, m2), t, sat, nt);
         il = _mm256_add_epi32(il, step);
         i += 8;
     }
@@ -297,26 +352,46 @@ ALWAYS_INLINE void sr_from_f64(void *dst, const void *src, size_t n, const mxp__
     const size_t ob = (size_t)t.bits / 8;
     const mxp__cvt_fn ref = mxp__scalar_kernels()->cvt[dt][MXP_FLOAT64][MXP__SR];
     size_t i = 0;
-    const int pf = mxp__avx512_prefetch == MXP__PREFETCH_L2 && n * (8 + ob) >= mxp__nt_threshold;
+    const int big = n * (8 + ob) >= mxp__nt_threshold;
+    const int pf = mxp__avx512_prefetch == MXP__PREFETCH_L2 && big;
+    int nt = 0;
+    /* large calls (or a->stream) into float32 or a 16-bit format stream their output, from the
+     * first destination address aligned to a step's 8 * ob bytes (the reference before it);
+     * float8 steps store 8 bytes, which no vector streaming store takes */
+    if (ob >= 2 && n >= 16 && (big || a->stream) && (uintptr_t)d % ob == 0) {
+        const size_t align = 8 * ob;
+        i = (align - (uintptr_t)d % align) % align / ob; /* < 8 */
+        ref(d, s, i, a);
+        nt = 1;
+    }
     while (i + 8 <= n) {
         const uint64_t idx = a->index0 + i;
         const uint32_t lo = (uint32_t)idx;
         const uint64_t room = 0x100000000ull - lo; /* indices before the low half wraps */
         mxp__cvt_args b = *a;
         b.index0 = idx;
-        if (room < 8) { /* the reference re-keys the straddling elements */
-            ref(d + ob * i, s + 8 * i, (size_t)room, &b);
-            i += (size_t)room;
+        if (room < 8) {
+            /* the reference re-keys the straddling elements (streaming: a whole step of 8, so
+             * that the destination stays aligned) */
+            const size_t cnt = nt ? 8 : (size_t)room;
+            ref(d + ob * i, s + 8 * i, cnt, &b);
+            i += cnt;
             continue;
         }
         size_t cnt = n - i;
         if ((uint64_t)cnt > room) cnt = (size_t)room;
         const size_t end = i + cnt / 8 * 8;
         const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
-        if (pf) sr_f64_run(d, s, i, end, lo, key, t, sat, 1);
-        else sr_f64_run(d, s, i, end, lo, key, t, sat, 0);
+        if (nt) {
+            if (pf) sr_f64_run(d, s, i, end, lo, key, t, sat, 1, 1);
+            else sr_f64_run(d, s, i, end, lo, key, t, sat, 1, 0);
+        } else {
+            if (pf) sr_f64_run(d, s, i, end, lo, key, t, sat, 0, 1);
+            else sr_f64_run(d, s, i, end, lo, key, t, sat, 0, 0);
+        }
         i = end;
     }
+    if (nt && !a->stream) _mm_sfence(); /* a->stream: the caller fences */
     mxp__cvt_args b = *a;
     b.index0 = a->index0 + i;
     if (i < n) ref(d + ob * i, s + 8 * i, n - i, &b);
