@@ -1772,9 +1772,8 @@ void mxp__cvt_register_avx512_fp16(mxp__kernels *k)
 /*
  * Stochastic rounding from float64 on 8 64-bit lanes per vector, 16 elements per step: the
  * algorithm of cvt_f64_avx2.c (see there; the same general path, the same fast path and range
- * check), with mask registers for the selects and one vector of 16 random words per step.
- * Integer-only, so MXCSR cannot change a result. Zeros take the fast path too here (a masked
- * move), which on AVX2 would cost a blend per vector.
+ * check, +-0 lanes in the fast path), with mask registers for the selects and one vector of 16
+ * random words per step. Integer-only, so MXCSR cannot change a result.
  */
 typedef struct f64z {
     int bits, m, bias, fn;
@@ -1817,19 +1816,20 @@ PRIM __m512i sr_f64z_general(__m512i u, __m512i r, const f64z t, int sat)
     return _mm512_or_si512(mag, _mm512_slli_epi64(_mm512_srli_epi64(u, 63), t.bits - 1));
 }
 
-/* the fast path (cvt_f64_avx2.c's sr_f64_4_fast) for lanes with lo64 <= a <= hi64, and +-0 for
- * lanes with a == 0 (nz clear). The sign: u >> (64 - bits) has it at bit bits - 1 (and, for a
- * nonzero lane, exponent bits below it, which the AND with that bit drops): one VPTERNLOGQ,
- * masked by nz, gives q | sign for the other lanes and keeps the shifted +-0, which is its sign
- * alone. */
-PRIM __m512i sr_f64z_fast(__m512i u, __m512i a, __mmask8 nz, __m512i r, const f64z t)
+/* 16 results y (dwords in element order, each < 2^t.bits) as 16 elements of t.bits at d; nt:
+ * streaming stores (d aligned to 16 * t.bits / 8 bytes) */
+PRIM void st_f64z_y(unsigned char *d, __m512i y, const f64z t, int nt)
 {
-    const int D = 52 - t.m;
-    const __m512i rr = D >= 32 ? _mm512_slli_epi64(r, D - 32) : _mm512_srli_epi64(r, 32 - D);
-    const __m512i q = _mm512_srli_epi64(
-        _mm512_add_epi64(_mm512_sub_epi64(a, Q1((long long)(1023 - t.bias) << 52)), rr), D);
-    const __m512i sg = _mm512_srli_epi64(u, (unsigned)(64 - t.bits));
-    return _mm512_mask_ternarylogic_epi64(sg, nz, q, Q1(1ull << (t.bits - 1)), 0xEC); /* q | (sg & bit) */
+    if (t.bits == 32) {
+        if (nt) MXP__STREAM512((void *)d, y);
+        else _mm512_storeu_si512((void *)d, y);
+    } else if (t.bits == 16) {
+        if (nt) MXP__STREAM256((__m256i *)(void *)d, _mm512_cvtepi32_epi16(y));
+        else _mm256_storeu_si256((__m256i *)(void *)d, _mm512_cvtepi32_epi16(y));
+    } else {
+        if (nt) MXP__STREAM128((__m128i *)(void *)d, _mm512_cvtepi32_epi8(y));
+        else _mm_storeu_si128((__m128i *)(void *)d, _mm512_cvtepi32_epi8(y));
+    }
 }
 
 /* the low dwords of q0 then q1 (values < 2^32) as 16 elements of t.bits at d; nt: streaming
@@ -1850,38 +1850,54 @@ PRIM void st_f64z(unsigned char *d, __m512i q0, __m512i q1, const f64z t, int nt
     }
 }
 
-/* The elements i .. end (a multiple of 16 later) of one block of 2^32 indices (key; element i's
- * low index half lo): the fast path in the inner loop, a failing step by the general path. */
+/*
+ * The elements i .. end (a multiple of 16 later) of one block of 2^32 indices (key; element i's
+ * low index half lo): the fast path in the inner loop, a failing step by the general path.
+ * The fast path is cvt_f64_avx2.c's sr_f64_run's (see there): for every lane in the target's
+ * normal range up to max finite, the result is the high dword of T = (base shifted into place)
+ * + r, one VPERMT2D collects the 16 high dwords in element order, and the range check and the
+ * sign come from the inputs' high dwords, collected by another VPERMT2D, as 32-bit numbers. A
+ * lane whose high dword is +-0 takes the fast path too, with the sign alone as its result
+ * (the masked VPTERNLOGD keeps the shifted high dword there). The random words: the Weyl states
+ * are laid out so that the low dwords of r are the words of elements 0..7 (the first vector's)
+ * and the high dwords those of elements 8..15: dword lane 2k holds index k, lane 2k + 1 index
+ * 8 + k. Until session 45 the fast path worked on the 64-bit lanes (two VPERMD for the words, a
+ * shift, add and shift per vector for the result, a shift and VPTERNLOGQ for the sign, the range
+ * check per vector, a VPERMT2D for the low dwords): Intel Xeon (CPU 4 of bench/RESULTS.md),
+ * medians of three alternating runs, ns/element before -> after, in cache / 2^26: f64->f32
+ * stochastic 0.352 / 0.725 -> 0.269 / 0.710, f64->bf16 0.376 / 0.760 -> 0.304 / 0.656
+ * (nearest-even 0.12 / 0.69 and 0.15 / 0.62); ReLU data alike.
+ */
 PRIM void sr_f64z_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                       uint64_t key, const f64z t, int sat, int nt)
 {
     const size_t ob = (size_t)t.bits / 8;
+    const int D = 52 - t.m;
     const long long lo64 = (long long)(1024 - t.bias) << 52;
     const long long hi64 = ((long long)t.maxfin << (52 - t.m)) + ((long long)(1023 - t.bias) << 52);
+    const uint32_t lo32 = (uint32_t)((unsigned long long)lo64 >> 32);
+    const uint32_t hi32 = (uint32_t)(((unsigned long long)hi64 + 1u) >> 32) - 1u;
     V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(16u * MXP__SR_W);
     V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
-    __m512i absm = Q1(0x7FFFFFFFFFFFFFFFll), oadd = Q1(0x7FFFFFFFFFFFFFFFll - hi64),
-            olim = Q1(0x7FFFFFFFFFFFFFFFll - (hi64 - lo64));
-    /* the zero extension of words 0..7 / 8..15 to 64-bit lanes: even dwords get the words */
-    __m512i zx0 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    __m512i zx1 = _mm512_add_epi32(zx0, v_set1(8u));
-    __mmask16 ev = 0x5555; /* the even dwords */
+    V abs32 = v_set1(0x7FFFFFFFu), oadd = v_set1(0x7FFFFFFFu - hi32), olim = v_set1(0x7FFFFFFFu - (hi32 - lo32));
+    V ihi = _mm512_add_epi32(_mm512_slli_epi32(v_iota(), 1), v_set1(1u)); /* dwords 1, 3, .., 31 */
+    __m512i reb = Q1((long long)(1023 - t.bias) << 52), low = Q1(0xFFFFFFFFll);
 #ifdef MXP_SIMD_PIN
-    /* opaque, so that clang keeps the zero-masking permutes: with the constant it made each a
-     * permute and an AND. Zen 5, 2^16 elements, three runs: clang's f64 -> f32 stochastic 0.207
-     * -> 0.195 ns/element, f64 -> bf16 0.216 -> 0.197 (gcc, unchanged: 0.173, 0.183) */
-    __asm__("" : "+k"(ev));
     MXP_SIMD_PIN(khi);
     MXP_SIMD_PIN(step);
     MXP_SIMD_PIN(m1);
     MXP_SIMD_PIN(m2);
-    MXP_SIMD_PIN(absm);
+    MXP_SIMD_PIN(abs32);
     MXP_SIMD_PIN(oadd);
     MXP_SIMD_PIN(olim);
-    MXP_SIMD_PIN(zx0);
-    MXP_SIMD_PIN(zx1);
+    MXP_SIMD_PIN(ihi);
+    MXP_SIMD_PIN(reb);
+    MXP_SIMD_PIN(low);
 #endif
-    V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    /* dword lane j: index j / 2 (j even) or 8 + j / 2 (j odd), as above */
+    const V lay = _mm512_or_si512(_mm512_srli_epi32(v_iota(), 1),
+                                  _mm512_slli_epi32(_mm512_and_si512(v_iota(), v_set1(1u)), 3));
+    V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(lay, v_set1(MXP__SR_W)));
     while (i < end) {
         for (; i < end; i += 16) {
             /* each source line's prefetch after its load, 4096 bytes ahead (see F64Z_PREFETCH) */
@@ -1889,26 +1905,36 @@ PRIM void sr_f64z_run(unsigned char *d, const unsigned char *s, size_t i, size_t
             if (nt) pf_line_far(s + 8 * i + F64Z_PREFETCH);
             const __m512i u1 = _mm512_loadu_si512((const void *)(s + 8 * i + 64));
             if (nt) pf_line_far(s + 8 * i + F64Z_PREFETCH + 64);
-            const __m512i a0 = _mm512_and_si512(u0, absm), a1 = _mm512_and_si512(u1, absm);
-            __mmask8 nz0 = _mm512_test_epi64_mask(a0, a0), nz1 = _mm512_test_epi64_mask(a1, a1);
-#ifdef MXP_SIMD_PIN
-            __asm__("" : "+k"(nz0), "+k"(nz1)); /* kept in mask registers: clang tested again */
-#endif
-            const __mmask8 bad0 = _mm512_mask_cmpgt_epi64_mask(nz0, olim, _mm512_add_epi64(a0, oadd));
-            const __mmask8 bad1 = _mm512_mask_cmpgt_epi64_mask(nz1, olim, _mm512_add_epi64(a1, oadd));
-            if ((bad0 | bad1) != 0) break;
+            const V h = _mm512_permutex2var_epi32(u0, ihi, u1); /* sign and high bits, in order */
+            const V ah = _mm512_and_si512(h, abs32);
+            const __mmask16 nz = _mm512_test_epi32_mask(ah, ah);
+            if (_mm512_mask_cmpgt_epi32_mask(nz, olim, _mm512_add_epi32(ah, oadd)) != 0) break;
             const V r = sr_finish(sr_words_hi(il, khi, m1, m2));
-            const __m512i r0 = _mm512_maskz_permutexvar_epi32(ev, zx0, r);
-            const __m512i r1 = _mm512_maskz_permutexvar_epi32(ev, zx1, r);
-            st_f64z(d + ob * i, sr_f64z_fast(u0, a0, nz0, r0, t), sr_f64z_fast(u1, a1, nz1, r1, t), t, nt);
+            /* base from the signed bits: for float32 the sign is shifted out; for the narrower
+             * targets it lands at bit 31 - (D - 32) >= 13 of the high dword, above the result's
+             * t.bits, where VPMOVDW / VPMOVDB drop it (cvt_f64_avx2.c clears it first: VPACKUSDW
+             * saturates) */
+            __m512i t0, t1;
+            if (D < 32) {
+                t0 = _mm512_slli_epi64(_mm512_sub_epi64(u0, reb), (unsigned)(32 - D));
+                t1 = _mm512_slli_epi64(_mm512_sub_epi64(u1, reb), (unsigned)(32 - D));
+            } else {
+                t0 = _mm512_srli_epi64(_mm512_sub_epi64(u0, reb), (unsigned)(D - 32));
+                t1 = _mm512_srli_epi64(_mm512_sub_epi64(u1, reb), (unsigned)(D - 32));
+            }
+            const V q = _mm512_permutex2var_epi32(_mm512_add_epi64(t0, _mm512_and_si512(r, low)), ihi,
+                                                  _mm512_add_epi64(t1, _mm512_srli_epi64(r, 32)));
+            /* q | the sign at bit t.bits - 1 where nz, the shifted high dword (the sign alone) elsewhere */
+            const V sg = t.bits == 32 ? h : _mm512_srli_epi32(h, (unsigned)(32 - t.bits));
+            st_f64z_y(d + ob * i, _mm512_mask_ternarylogic_epi32(sg, nz, q, v_set1(1u << (t.bits - 1)), 0xEC), t, nt);
             il = v_add(il, step);
         }
         if (i >= end) break;
         const V r = sr_finish(sr_words_hi(il, khi, m1, m2));
         const __m512i u0 = _mm512_loadu_si512((const void *)(s + 8 * i));
         const __m512i u1 = _mm512_loadu_si512((const void *)(s + 8 * i + 64));
-        st_f64z(d + ob * i, sr_f64z_general(u0, _mm512_maskz_permutexvar_epi32(0x5555, zx0, r), t, sat),
-                sr_f64z_general(u1, _mm512_maskz_permutexvar_epi32(0x5555, zx1, r), t, sat), t, nt);
+        st_f64z(d + ob * i, sr_f64z_general(u0, _mm512_and_si512(r, low), t, sat),
+                sr_f64z_general(u1, _mm512_srli_epi64(r, 32), t, sat), t, nt);
         il = v_add(il, step);
         i += 16;
     }
