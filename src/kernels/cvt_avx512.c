@@ -1837,17 +1837,7 @@ PRIM void st_f64z_y(unsigned char *d, __m512i y, const f64z t, int nt)
 PRIM void st_f64z(unsigned char *d, __m512i q0, __m512i q1, const f64z t, int nt)
 {
     const __m512i lo = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i y = _mm512_permutex2var_epi32(q0, lo, q1);
-    if (t.bits == 32) {
-        if (nt) MXP__STREAM512((void *)d, y);
-        else _mm512_storeu_si512((void *)d, y);
-    } else if (t.bits == 16) {
-        if (nt) MXP__STREAM256((__m256i *)(void *)d, _mm512_cvtepi32_epi16(y));
-        else _mm256_storeu_si256((__m256i *)(void *)d, _mm512_cvtepi32_epi16(y));
-    } else {
-        if (nt) MXP__STREAM128((__m128i *)(void *)d, _mm512_cvtepi32_epi8(y));
-        else _mm_storeu_si128((__m128i *)(void *)d, _mm512_cvtepi32_epi8(y));
-    }
+    st_f64z_y(d, _mm512_permutex2var_epi32(q0, lo, q1), t, nt);
 }
 
 /*
