@@ -328,4 +328,22 @@ static inline void ref_f32_bounds(const ref_table *t, uint32_t *bounds)
     }
 }
 
+#ifdef MIXPREC_KERNELS_H
+/* The r of element `index` of a stochastic conversion from src, from the library's word hash
+ * (kernels.h's mxp__sr_bits, the definition of the random stream) but picked apart here, not by
+ * the library's mxp__sr_bits_src: from a float8 source four elements share the word of index
+ * (index's block of 2^32, index's low half / 4), element index taking its byte index % 4
+ * (little-endian: byte 0 is the low byte) as the top byte of r; every other source has a word
+ * of its own. */
+static inline uint32_t ref_sr_r(uint64_t seed, uint64_t index, mxp_dtype src)
+{
+    if (src != MXP_FLOAT8_E4M3FN && src != MXP_FLOAT8_E5M2) return mxp__sr_bits(seed, index);
+    const uint64_t word_index = (index & 0xFFFFFFFF00000000ull) | ((index & 0xFFFFFFFFull) / 4u);
+    const uint32_t word = mxp__sr_bits(seed, word_index);
+    unsigned char bytes[4] = {(unsigned char)(word & 0xFF), (unsigned char)(word >> 8 & 0xFF),
+                              (unsigned char)(word >> 16 & 0xFF), (unsigned char)(word >> 24)};
+    return (uint32_t)bytes[index % 4u] * 16777216u;
+}
+#endif
+
 #endif /* MIXPREC_TEST_REF_CONVERT_H */

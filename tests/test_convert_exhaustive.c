@@ -232,7 +232,7 @@ static void check_pair_inputs(const mxp__kernels *k, mxp_dtype dst, mxp_dtype sr
         k->cvt[dst][src][sr ? MXP__SR : MXP__RNE](out, in, n, &a);
         for (size_t i = 0; i < n; i++) {
             const uint64_t x = ref_load(in, i, src);
-            const uint32_t r = sr ? mxp__sr_bits(a.seed, a.index0 + i) : 0;
+            const uint32_t r = sr ? ref_sr_r(a.seed, a.index0 + i, src) : 0;
             const uint64_t want = ref_convert(t, dst, src, x, sat, sr, r);
             const uint64_t got = ref_load(out, i, dst);
             if (got != want)

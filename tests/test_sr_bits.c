@@ -14,6 +14,9 @@
  *     conversions use: float16 takes the top 13, bfloat16 16, float8 20-21);
  *   - avalanche: flipping index bit k flips output bit b half of the time, for all 32 x 32;
  *   - seeds: the words of neighbouring seeds (s, s + 1) at the same index are independent.
+ * The same battery runs on the bytes that elements of a float8 source draw (four neighbours
+ * share a word, mxp__sr_bits_src), on their 8 bits: lags 1 to 3 then pair bytes of one word,
+ * and the avalanche flips the byte an index picks as well as the word.
  * Each statistic is turned into a z score (a chi-square X with df degrees of freedom:
  * (X - df) / sqrt(2 df)); the battery's result is the worst |z|. The runs cover several seeds
  * and a window that straddles a 2^32 index boundary (where the key changes).
@@ -65,6 +68,16 @@ static uint32_t gen_no_weyl(uint64_t seed, uint64_t index)
     return mxp__sr_bits_k(mxp__sr_key(seed, (uint32_t)(index >> 32)), (uint32_t)index * SR_W_INV);
 }
 
+/* The r of a float8 source's elements (kernels.h's mxp__sr_bits_src): four neighbours share a
+ * word, one byte each, at the top of r. The battery runs on them with top = 8, and must fail on
+ * control 3, where the four take the same byte (the word's top one), as a kernel that gathered
+ * the wrong bytes would draw. */
+static uint32_t gen_f8(uint64_t seed, uint64_t index) { return mxp__sr_bits_src(seed, index, MXP_FLOAT8_E5M2); }
+static uint32_t gen_f8_same_byte(uint64_t seed, uint64_t index)
+{
+    return mxp__sr_bits_src(seed, index | 3u, MXP_FLOAT8_E5M2); /* byte 3 for all four */
+}
+
 #define N_WORDS (1u << 21)
 #define MAX_LAG (1u << 16)
 
@@ -94,8 +107,9 @@ static void note(worst *w, double z, const char *fmt, ...)
     va_end(ap);
 }
 
-/* the battery on the words of (seed, index0 .. index0 + N_WORDS + MAX_LAG) */
-static void battery_window(wordfn g, uint64_t seed, uint64_t index0, worst *w)
+/* the battery on the words of (seed, index0 .. index0 + N_WORDS + MAX_LAG), of which the top
+ * `top` bits are random (32, or 8 for the bytes of float8 sources; the rest are 0) */
+static void battery_window(wordfn g, int top, uint64_t seed, uint64_t index0, worst *w)
 {
     const size_t n = N_WORDS, total = N_WORDS + MAX_LAG;
     uint32_t *r = malloc(total * sizeof *r), *cells = calloc(4096, sizeof *cells);
@@ -104,20 +118,22 @@ static void battery_window(wordfn g, uint64_t seed, uint64_t index0, worst *w)
     for (size_t i = 0; i < total; i++) r[i] = g(seed, index0 + i);
 
     /* balance of every bit */
-    for (int b = 0; b < 32; b++) {
+    for (int b = 32 - top; b < 32; b++) {
         size_t ones = 0;
         for (size_t i = 0; i < n; i++) ones += r[i] >> b & 1u;
         note(w, binom_z((double)ones, (double)n), "seed %llx: bit %d balance", (unsigned long long)seed, b);
     }
-    /* uniformity of the top 12 bits */
-    for (size_t i = 0; i < n; i++) cells[r[i] >> 20]++;
-    note(w, chi2_z(cells, 4096, (double)n), "seed %llx: top 12 bits", (unsigned long long)seed);
+    /* uniformity of the top 12 bits (or all `top` when fewer) */
+    const int ub = top < 12 ? top : 12;
+    for (size_t i = 0; i < n; i++) cells[r[i] >> (32 - ub)]++;
+    note(w, chi2_z(cells, (size_t)1 << ub, (double)n), "seed %llx: top %d bits", (unsigned long long)seed, ub);
     /* lags */
     static const uint32_t lags[] = {1, 2, 3, 4, 5, 7, 8, 16, 32, 64, 256, 1000, 4096, MAX_LAG};
     static const int fields[] = {28, 24, 20, 16, 12};
     for (size_t l = 0; l < sizeof lags / sizeof lags[0]; l++) {
         for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
             const int sh = fields[f];
+            if (sh < 32 - top) continue;
             memset(cells, 0, 256 * sizeof *cells);
             for (size_t i = 0; i < n; i++) cells[(r[i] >> sh & 15u) << 4 | (r[i + lags[l]] >> sh & 15u)]++;
             note(w, chi2_z(cells, 256, (double)n), "seed %llx: lag %u, bits %d..%d", (unsigned long long)seed,
@@ -133,7 +149,7 @@ static void battery_window(wordfn g, uint64_t seed, uint64_t index0, worst *w)
 }
 
 /* avalanche: index bit k (low half, so the key stays) flipped -> output bit b flips half the time */
-static void battery_avalanche(wordfn g, uint64_t seed, worst *w)
+static void battery_avalanche(wordfn g, int top, uint64_t seed, worst *w)
 {
     enum { M = 1 << 14 };
     static uint32_t flips[32][32];
@@ -149,20 +165,20 @@ static void battery_avalanche(wordfn g, uint64_t seed, worst *w)
         }
     }
     for (int k = 0; k < 32; k++)
-        for (int b = 0; b < 32; b++)
+        for (int b = 32 - top; b < 32; b++)
             note(w, binom_z(flips[k][b], M), "seed %llx: avalanche index bit %d -> bit %d",
                  (unsigned long long)seed, k, b);
 }
 
-static worst battery(wordfn g)
+static worst battery(wordfn g, int top)
 {
     worst w = {0, ""};
     static const uint64_t seeds[] = {0, 1, 0xDEADBEEFull, 0x0123456789ABCDEFull};
-    for (size_t s = 0; s < sizeof seeds / sizeof seeds[0]; s++) battery_window(g, seeds[s], 0, &w);
+    for (size_t s = 0; s < sizeof seeds / sizeof seeds[0]; s++) battery_window(g, top, seeds[s], 0, &w);
     /* a window across the first 2^32 boundary (indices 2^32 - 2^20 .. 2^32 + 2^20 + 2^16) */
-    battery_window(g, 42, 0x100000000ull - N_WORDS / 2, &w);
-    battery_avalanche(g, 7, &w);
-    battery_avalanche(g, 0xFFFFFFFFFFFFFFFFull, &w);
+    battery_window(g, top, 42, 0x100000000ull - N_WORDS / 2, &w);
+    battery_avalanche(g, top, 7, &w);
+    battery_avalanche(g, top, 0xFFFFFFFFFFFFFFFFull, &w);
     return w;
 }
 
@@ -176,7 +192,7 @@ static worst battery(wordfn g)
 static void library_words_pass(void **state)
 {
     (void)state;
-    const worst w = battery(gen_library);
+    const worst w = battery(gen_library, 32);
     print_message("library: %.2f at %s\n", w.z, w.what);
     if (fabs(w.z) >= Z_PASS) fail_msg("mxp__sr_bits: |z| = %.1f at %s (bound %.0f)", fabs(w.z), w.what, Z_PASS);
 }
@@ -184,7 +200,7 @@ static void library_words_pass(void **state)
 static void battery_passes_a_good_hash(void **state)
 {
     (void)state;
-    const worst w = battery(gen_double_fmix);
+    const worst w = battery(gen_double_fmix, 32);
     print_message("fmix: %.2f at %s\n", w.z, w.what);
     if (fabs(w.z) >= Z_PASS) fail_msg("double fmix32: |z| = %.1f at %s (bound %.0f)", fabs(w.z), w.what, Z_PASS);
 }
@@ -192,9 +208,25 @@ static void battery_passes_a_good_hash(void **state)
 static void battery_fails_a_weak_hash(void **state)
 {
     (void)state;
-    const worst w = battery(gen_no_weyl);
+    const worst w = battery(gen_no_weyl, 32);
     if (fabs(w.z) < Z_FAIL) fail_msg("the battery missed the weak control: worst |z| = %.1f at %s", fabs(w.z), w.what);
     print_message("weak control caught: |z| = %.0f at %s\n", fabs(w.z), w.what);
+}
+
+static void float8_bytes_pass(void **state)
+{
+    (void)state;
+    const worst w = battery(gen_f8, 8);
+    print_message("float8 bytes: %.2f at %s\n", w.z, w.what);
+    if (fabs(w.z) >= Z_PASS) fail_msg("float8 source bytes: |z| = %.1f at %s (bound %.0f)", fabs(w.z), w.what, Z_PASS);
+}
+
+static void battery_fails_shared_bytes(void **state)
+{
+    (void)state;
+    const worst w = battery(gen_f8_same_byte, 8);
+    if (fabs(w.z) < Z_FAIL) fail_msg("the battery missed the shared bytes: worst |z| = %.1f at %s", fabs(w.z), w.what);
+    print_message("shared bytes caught: |z| = %.0f at %s\n", fabs(w.z), w.what);
 }
 
 /* The words are a bijection of the index within a 2^32 block (every step of the hash is):
@@ -229,6 +261,8 @@ int main(void)
         cmocka_unit_test(battery_passes_a_good_hash),
         cmocka_unit_test(battery_fails_a_weak_hash),
         cmocka_unit_test(words_are_distinct_within_a_block),
+        cmocka_unit_test(float8_bytes_pass),
+        cmocka_unit_test(battery_fails_shared_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

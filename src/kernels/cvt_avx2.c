@@ -984,30 +984,22 @@ void mxp__f8b_init(void)
  *    row[a] = lo16[a & 15] ^ (a >= 16 ? lo16[a - 16] ^ hi16[a - 16] : 0), the second lookup's
  *    index a - 16 having bit 7 set (VPSHUFB gives 0) when a < 16. 255 - F is kept xor 0x80, so a
  *    signed byte compare with the random byte xor 0x80 is the unsigned one.
- * The random words: four vectors of 8 (sr_words_hi, whose top bits are final) per 32 elements.
- * VPACKSSDW then VPACKSSWB (e4m3fn -> e5m2: the sign, that is the top bit, survives saturation),
- * or four VPSHUFB taking each word's top byte, or-ed (e5m2 -> e4m3fn), leave word j of vector v
- * at byte (j >> 2) * 16 + v * 4 + (j & 3); the Weyl states are laid out so that this is element
- * order, and no permute is needed. (The top bytes by VPSRAD 24 of the word xor 2^31 and the two
- * packs cost more: 0.212 against 0.197 ns/element in cache, a tie at 2^26; the hash's x >> 16 by
- * VPSHUFB, off the shift ports, was no faster either.) dn's lo16 row is all zeros (e5m2
+ * The random bytes: element i's is byte i % 4 of the word of index i / 4 (kernels.h's
+ * mxp__sr_bits_src), so one vector of 8 hashed words is the 32 elements' bytes in order. Until
+ * session 46 each element had a word of its own: four vectors of 8 words (sr_words_hi) per 32
+ * elements, their top bytes gathered by two packs (e4m3fn -> e5m2) or four VPSHUFB (e5m2 ->
+ * e4m3fn) from Weyl states laid out for it. dn's lo16 row is all zeros (e5m2
  * magnitudes below 16 are under an eighth of e4m3fn's quantum), so leaving it out of the second
  * lookup's entries is an equivalent mutation, which the tests cannot catch; g's row is not zero.
  * Intel Xeon (CPU 4 of bench/RESULTS.md), --isa avx2, one thread, medians of three alternating
  * runs, ns/element in cache / at 2^26, composed -> these: e4m3fn -> e5m2 0.370 / 0.501 -> 0.192
  * / 0.203, e5m2 -> e4m3fn 0.339 / 0.459 -> 0.220 / 0.241 (nearest-even: 0.053 / 0.085 and
- * 0.038 / 0.082). Both stay 2.4-3x nearest-even at 2^26: the hash (two VPMULLD per 8 words) is
- * most of the in-cache time.
+ * 0.038 / 0.082). Both stayed 2.4-3x nearest-even at 2^26: the hash (two VPMULLD per 8 words)
+ * was most of the in-cache time. With a quarter of the hashes (session 46): e4m3fn -> e5m2
+ * SA0 -> SA1, e5m2 -> e4m3fn SA2 -> SA3.
  */
 static _Alignas(32) unsigned char f8s2_lut[4][32]; /* e5m2 -> e4m3fn: dn lo16, dn lo ^ hi, g ^ 0x80 likewise */
 static int f8s2_ok[2]; /* [e4]: the shape checked (f8s2_init) */
-/* VPSHUFB masks: vector v's top bytes to bytes 4v .. 4v + 3 of each 128-bit lane, 0 elsewhere */
-static _Alignas(32) unsigned char f8s2_top[4][32];
-/* element offsets of the four Weyl vectors (see above) */
-PRIM V f8s2_lanes(int v)
-{
-    return _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19), _mm256_set1_epi32(4 * v));
-}
 PRIM V f8s2_e5m2(V b, V rs)
 {
     const V a = _mm256_and_si256(b, _mm256_set1_epi8(0x7F));
@@ -1035,34 +1027,19 @@ PRIM V f8s2_e4m3(V b, V rx, int sat)
     return _mm256_blendv_epi8(e5m2_e4m3_b(b, sat), q, _mm256_cmpgt_epi8(_mm256_set1_epi8(32), a));
 }
 /* elements i .. end (multiples of 32 apart), one block of 2^32 indices (key; element i's low
- * index half lo); e4: to e4m3fn */
+ * index half lo, a multiple of 4); e4: to e4m3fn */
 static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                                  uint64_t key, int e4, int sat, int nt)
 {
-    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(32u * MXP__SR_W);
+    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(8u * MXP__SR_W);
     V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
-    const V w = v_set1(MXP__SR_W), base = v_set1(lo * MXP__SR_W + (uint32_t)key);
-    V x0 = v_add(base, v_mullo(f8s2_lanes(0), w)), x1 = v_add(base, v_mullo(f8s2_lanes(1), w));
-    V x2 = v_add(base, v_mullo(f8s2_lanes(2), w)), x3 = v_add(base, v_mullo(f8s2_lanes(3), w));
+    /* the Weyl states of words lo / 4 .. lo / 4 + 7 */
+    V x = v_add(v_set1((lo >> 2) * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     for (; i < end; i += 32) {
         if (nt) avx2_pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
-        V r0 = sr_words_hi(x0, khi, m1, m2), r1 = sr_words_hi(x1, khi, m1, m2);
-        V r2 = sr_words_hi(x2, khi, m1, m2), r3 = sr_words_hi(x3, khi, m1, m2);
-        x0 = v_add(x0, step);
-        x1 = v_add(x1, step);
-        x2 = v_add(x2, step);
-        x3 = v_add(x3, step);
-        V rb;
-        if (e4) {
-            const V *g = (const V *)(const void *)f8s2_top;
-            rb = _mm256_xor_si256(_mm256_or_si256(_mm256_or_si256(_mm256_shuffle_epi8(r0, _mm256_load_si256(g)),
-                                                                  _mm256_shuffle_epi8(r1, _mm256_load_si256(g + 1))),
-                                                 _mm256_or_si256(_mm256_shuffle_epi8(r2, _mm256_load_si256(g + 2)),
-                                                                  _mm256_shuffle_epi8(r3, _mm256_load_si256(g + 3)))),
-                                 _mm256_set1_epi8((char)0x80));
-        } else {
-            rb = _mm256_packs_epi16(_mm256_packs_epi32(r0, r1), _mm256_packs_epi32(r2, r3));
-        }
+        V rb = sr_finish(sr_words_hi(x, khi, m1, m2)); /* the 32 elements' random bytes */
+        x = v_add(x, step);
+        if (e4) rb = _mm256_xor_si256(rb, _mm256_set1_epi8((char)0x80));
         const V b = _mm256_loadu_si256((const V *)(const void *)(s + i));
         const V o = e4 ? f8s2_e4m3(b, rb, sat) : f8s2_e5m2(b, rb);
         if (nt) MXP__STREAM256((V *)(void *)(d + i), o);
@@ -1075,13 +1052,16 @@ static SIMD_INLINE void f8s2_loop(void *dst, const void *src, size_t n, const mx
     unsigned char *d = (unsigned char *)dst;
     const mxp_dtype to = e4 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2, from = e4 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
     const int sat = e4 && a->saturate;
-    size_t i = 0;
+    /* steps start at indices that are multiples of 4 (a word's first byte); a call whose
+     * destination is not aligned with them as the streaming stores need does not stream */
+    size_t i = (size_t)((4 - a->index0 % 4) % 4), iv = (32 - (uintptr_t)d % 32) % 32;
     int nt = 0;
-    if (n >= 64 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream)) {
-        i = (32 - (uintptr_t)d % 32) % 32; /* the reference up to the boundary, then streaming stores */
-        scalar_tail(to, from, MXP__SR, d, s, i, a, a->index0);
+    if (n >= 64 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (a->index0 + iv) % 4 == 0) {
+        i = iv; /* the reference up to the boundary, then streaming stores */
         nt = 1;
     }
+    if (i > n) i = n;
+    scalar_tail(to, from, MXP__SR, d, s, i, a, a->index0);
     while (i + 32 <= n) {
         uint32_t lo = 0;
         uint64_t key = 0;
@@ -1152,9 +1132,6 @@ static void f8s2_init(const mxp__kernels *ref)
         f8s2_lut[2][j] = (unsigned char)(g[m] ^ 0x80);
         f8s2_lut[3][j] = (unsigned char)(g[m] ^ g[m + 16]);
     }
-    for (int v = 0; v < 4; v++)
-        for (int p = 0; p < 32; p++)
-            f8s2_top[v][p] = (unsigned char)(p % 16 / 4 == v ? 4 * (p % 4) + 3 : 0x80);
     f8s2_ok[1] = ok;
 }
 

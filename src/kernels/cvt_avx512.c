@@ -2187,25 +2187,26 @@ F8V(cvt_e4m3_e5m2_vbmi__avx512, F8V_E5M2_E4M3, 1)
  * F < 256, and kernels.h's rule "up iff F * 2^24 + r >= 2^32" is "up iff r >> 24 > 255 - F":
  * only the random word's top byte counts. Two tables per direction and saturation: [0] the code
  * toward zero (for NaN, infinity and magnitudes beyond the target's range, which never round
- * stochastically, the reference's result), [1] 255 - F. Per 64 elements: the 64 words (the fast
- * paths' hash, sr_words_hi, whose top bits are final), their top bytes gathered by two VPERMT2B,
- * two VPERMI2B lookups, one compare, a masked add of 1 (the next code up) and the sign. The
+ * stochastically, the reference's result), [1] 255 - F. The random byte of element i is byte
+ * i % 4 of the word of index i / 4 (kernels.h's mxp__sr_bits_src), so one vector of 16 hashed
+ * words is the 64 elements' bytes in order. Per 64 elements: that hash, two VPERMI2B lookups,
+ * one compare, a masked add of 1 (the next code up) and the sign. Until session 46 each element
+ * had a word of its own: four hashes of 16 words and two VPERMT2B gathering their top bytes per
+ * 64 elements; Intel Xeon (CPU 4), medians of three alternating runs, ns/element in cache / at
+ * 2^26: e4m3fn -> e5m2 SR0 -> SR1, e5m2 -> e4m3fn SR2 -> SR3. The
  * tables are derived from the reference's values and checked at registration against the
  * reference on 4096 elements (kernels.h's mxp__f8s_fill, which cvt_avx2.c's kernels use too); a
  * direction is registered only if both agree.
  */
 static _Alignas(64) unsigned char f8s_tab[MXP__F8S_N][2][128]; /* kernels.h's mxp__f8s_fill */
-/* VPERMT2B indices: the top bytes of two vectors of 16 words, in order, in bytes 0 .. 31 */
-static _Alignas(64) unsigned char f8s_itop[64];
-
 /* elements i .. end (a multiple of 64 later), one block of 2^32 indices (key; element i's low
- * index half lo) */
+ * index half lo, a multiple of 4) */
 MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                               uint64_t key, const unsigned char *tab, int nt)
 {
     const V t0 = _mm512_load_si512(tab), t1 = _mm512_load_si512(tab + 64);
     const V g0 = _mm512_load_si512(tab + 128), g1 = _mm512_load_si512(tab + 192);
-    const V itop = _mm512_load_si512(f8s_itop), sg = _mm512_set1_epi8((char)0x80), one = _mm512_set1_epi8(1);
+    const V sg = _mm512_set1_epi8((char)0x80), one = _mm512_set1_epi8(1);
     V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(16u * MXP__SR_W);
     V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
 #ifdef MXP_SIMD_PIN
@@ -2215,14 +2216,11 @@ MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i
     MXP_SIMD_PIN(m2);
 #endif
     const int pf = nt && PF_L2; /* Intel only: 0.319 -> 0.141 ns/element at 2^26 (session 30) */
-    V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    /* the Weyl states of words lo / 4 .. lo / 4 + 15 */
+    V il = v_add(v_set1((lo >> 2) * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     for (; i < end; i += 64) {
-        const V r0 = sr_words_hi(il, khi, m1, m2), r1 = sr_words_hi(v_add(il, step), khi, m1, m2);
-        il = v_add(il, v_add(step, step));
-        const V r2 = sr_words_hi(il, khi, m1, m2), r3 = sr_words_hi(v_add(il, step), khi, m1, m2);
-        il = v_add(il, v_add(step, step));
-        const V rt = _mm512_inserti64x4(_mm512_permutex2var_epi8(r0, itop, r1),
-                                        _mm512_castsi512_si256(_mm512_permutex2var_epi8(r2, itop, r3)), 1);
+        const V rt = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 64 elements' random bytes */
+        il = v_add(il, step);
         const V x = _mm512_loadu_si512(s + i);
         if (pf) pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
         const V dn = _mm512_permutex2var_epi8(t0, x, t1);
@@ -2238,13 +2236,17 @@ MXP_VBMI_FN PRIM void f8s_loop(void *dst, const void *src, size_t n, const mxp__
     const mxp__cvt_fn ref = mxp__scalar_kernels()->cvt[to][from][MXP__SR];
     const unsigned char *tab =
         f8s_tab[e4 ? (a->saturate ? MXP__F8S_E5M2_E4M3_SAT : MXP__F8S_E5M2_E4M3) : MXP__F8S_E4M3_E5M2][0];
-    size_t i = 0;
+    /* steps start at indices that are multiples of 4 (a word's first byte); streaming stores need
+     * a 64-byte aligned destination too, so a call whose two alignments disagree (a destination
+     * offset from the first element's index by other than a multiple of 4 bytes) does not stream */
+    size_t i = (size_t)((4 - a->index0 % 4) % 4), iv = (64 - (uintptr_t)d % 64) % 64;
     int nt = 0;
-    if (n >= 128 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream)) { /* streaming: the reference up to 64 bytes */
-        i = (64 - (uintptr_t)d % 64) % 64;
-        ref(d, s, i, a);
+    if (n >= 128 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (a->index0 + iv) % 4 == 0) {
+        i = iv; /* streaming: the reference up to the 64-byte boundary */
         nt = 1;
     }
+    if (i > n) i = n;
+    ref(d, s, i, a);
     while (i + 64 <= n) {
         uint32_t lo = 0;
         uint64_t key = 0;
@@ -2300,8 +2302,6 @@ void mxp__cvt_register_avx512_vbmi(mxp__kernels *k)
         k->cvt[to][from][MXP__RNE] = ents[e].fn;
         if (mxp_dtype_size(to) > 1) k->cvt[to][from][MXP__SR] = ents[e].fn; /* exact */
     }
-    for (int p = 0; p < 64; p++) /* word p's top byte: words 0 .. 15 of the first vector, then the second's */
-        f8s_itop[p] = (unsigned char)(p < 32 ? (p < 16 ? 4 * p + 3 : 64 + 4 * (p - 16) + 3) : 0);
     if (mxp__f8s_fill(&ref, MXP__F8S_E4M3_E5M2, f8s_tab[MXP__F8S_E4M3_E5M2]))
         k->cvt[MXP_FLOAT8_E5M2][MXP_FLOAT8_E4M3FN][MXP__SR] = cvt_e5m2_e4m3_sr_vbmi__avx512;
     if (mxp__f8s_fill(&ref, MXP__F8S_E5M2_E4M3, f8s_tab[MXP__F8S_E5M2_E4M3]) &&

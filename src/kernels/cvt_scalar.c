@@ -33,9 +33,10 @@
  *    480. That is what makes RNE send 464 to 448 and anything above 464 to NaN (ml_dtypes),
  *    and for stochastic rounding a magnitude in (448, 480) goes to NaN (or 448 when
  *    saturating) with probability (|x| - 448) / 32; |x| >= 480 always overflows.
- *  - Stochastic rounding draws r = mxp__sr_bits(seed, a->index0 + i) for every element of a
- *    narrowing pair (also for NaN / inf / exact elements); widening and identity pairs use the
- *    nearest-even kernel (they are exact).
+ *  - Stochastic rounding draws r = mxp__sr_bits_src(seed, a->index0 + i, source dtype) for
+ *    every element of a narrowing pair (also for NaN / inf / exact elements): its own word, or
+ *    from a float8 source a byte of a word shared by four elements (kernels.h); widening and
+ *    identity pairs use the nearest-even kernel (they are exact).
  */
 #include <math.h>
 #include <stdbool.h>
@@ -151,14 +152,15 @@ static ALWAYS_INLINE int clz32(uint32_t x)
 
 /*
  * The random words of a block of up to SR_BLOCK elements starting at element i of a call:
- * r[j] = mxp__sr_bits(seed, index0 + i + j). The block is cut short at the next multiple of
+ * r[j] = mxp__sr_bits_src(seed, index0 + i + j, source), sh = mxp__sr_shift(source) (0, or 2
+ * for a float8 source, whose elements share words). The block is cut short at the next multiple of
  * 2^32 in the index (a direct caller may straddle one; mxp_convert_ex never does), so one key
  * serves the whole block and the fill loop is a plain hash of consecutive counters, which
  * compilers vectorise. Returns the block length (>= 1 when i < n).
  */
 enum { SR_BLOCK = 256 };
 
-static ALWAYS_INLINE size_t sr_fill(const mxp__cvt_args *a, size_t i, size_t n, uint32_t *r)
+static ALWAYS_INLINE size_t sr_fill(const mxp__cvt_args *a, size_t i, size_t n, uint32_t *r, unsigned sh)
 {
     const uint64_t idx = a->index0 + (uint64_t)i;
     size_t m = n - i < SR_BLOCK ? n - i : SR_BLOCK;
@@ -166,7 +168,10 @@ static ALWAYS_INLINE size_t sr_fill(const mxp__cvt_args *a, size_t i, size_t n, 
     if (to_wrap < m) m = (size_t)to_wrap;
     const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
     const uint32_t lo = (uint32_t)idx;
-    for (size_t j = 0; j < m; j++) r[j] = mxp__sr_bits_k(key, lo + (uint32_t)j);
+    if (sh == 0)
+        for (size_t j = 0; j < m; j++) r[j] = mxp__sr_bits_k(key, lo + (uint32_t)j);
+    else
+        for (size_t j = 0; j < m; j++) r[j] = mxp__sr_bits_ks(key, lo + (uint32_t)j, sh);
     return m;
 }
 
@@ -187,7 +192,7 @@ static ALWAYS_INLINE size_t sr_fill(const mxp__cvt_args *a, size_t i, size_t n, 
         }                                                                                      \
         uint32_t rs[SR_BLOCK];                                                                 \
         for (size_t b = 0; b < n;) {                                                           \
-            const size_t m = sr_fill(a, b, n, rs);                                             \
+            const size_t m = sr_fill(a, b, n, rs, (src_bits) == 8 ? 2u : 0u);                  \
             for (size_t j = 0; j < m; j++) {                                                   \
                 const uint64_t x = ld(src, b + j, (src_bits));                                 \
                 const uint32_t r = rs[j];                                                      \
@@ -740,7 +745,7 @@ bool mxp__f8s_fill(const mxp__kernels *ref, int kind, unsigned char tab[2][128])
     ref->cvt[to][from][MXP__SR](want, in, 4096, &a);
     for (int j = 0; j < 4096; j++) {
         const int m = in[j] & 0x7F;
-        const uint32_t r = mxp__sr_bits(a.seed, a.index0 + (uint64_t)j);
+        const uint32_t r = mxp__sr_bits_src(a.seed, a.index0 + (uint64_t)j, from);
         const int up = (int)(r >> 24) > tab[1][m];
         if (want[j] != ((tab[0][m] + up) | (in[j] & 0x80))) return false;
     }
