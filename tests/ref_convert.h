@@ -333,16 +333,20 @@ static inline void ref_f32_bounds(const ref_table *t, uint32_t *bounds)
  * (kernels.h's mxp__sr_bits, the definition of the random stream) but picked apart here, not by
  * the library's mxp__sr_bits_src: from a float8 source four elements share the word of index
  * (index's block of 2^32, index's low half / 4), element index taking its byte index % 4
- * (little-endian: byte 0 is the low byte) as the top byte of r; every other source has a word
- * of its own. */
+ * (little-endian: byte 0 is the low byte) as the top byte of r; from a float16 source two share
+ * one, each taking its half (index % 2) as the top half of r; every other source has a word of
+ * its own. */
 static inline uint32_t ref_sr_r(uint64_t seed, uint64_t index, mxp_dtype src)
 {
-    if (src != MXP_FLOAT8_E4M3FN && src != MXP_FLOAT8_E5M2) return mxp__sr_bits(seed, index);
-    const uint64_t word_index = (index & 0xFFFFFFFF00000000ull) | ((index & 0xFFFFFFFFull) / 4u);
+    const unsigned per = src == MXP_FLOAT8_E4M3FN || src == MXP_FLOAT8_E5M2 ? 4u : src == MXP_FLOAT16 ? 2u : 1u;
+    if (per == 1) return mxp__sr_bits(seed, index);
+    const uint64_t word_index = (index & 0xFFFFFFFF00000000ull) | ((index & 0xFFFFFFFFull) / per);
     const uint32_t word = mxp__sr_bits(seed, word_index);
-    unsigned char bytes[4] = {(unsigned char)(word & 0xFF), (unsigned char)(word >> 8 & 0xFF),
-                              (unsigned char)(word >> 16 & 0xFF), (unsigned char)(word >> 24)};
-    return (uint32_t)bytes[index % 4u] * 16777216u;
+    const unsigned char bytes[4] = {(unsigned char)(word & 0xFF), (unsigned char)(word >> 8 & 0xFF),
+                                    (unsigned char)(word >> 16 & 0xFF), (unsigned char)(word >> 24)};
+    if (per == 4) return (uint32_t)bytes[index % 4u] * 16777216u;
+    const unsigned part = (unsigned)(index % 2u);
+    return ((uint32_t)bytes[2 * part] + 256u * bytes[2 * part + 1]) * 65536u;
 }
 #endif
 

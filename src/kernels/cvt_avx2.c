@@ -387,6 +387,7 @@ PRIM V srli16_n(V x, int n)
     case 4: return _mm256_srli_epi16(x, 4);
     case 5: return _mm256_srli_epi16(x, 5);
     case 7: return _mm256_srli_epi16(x, 7);
+    case 9: return _mm256_srli_epi16(x, 9);
     default: return _mm256_srli_epi16(x, 8);
     }
 }
@@ -406,14 +407,25 @@ PRIM V w16_out(V a, uint32_t lw, uint32_t hw)
     return _mm256_subs_epu16(_mm256_sub_epi16(a, _mm256_set1_epi16((short)lw)),
                              _mm256_set1_epi16((short)(hw - 1u - lw)));
 }
-PRIM V sr8w16_codes(const unsigned char *p, V r0, V r1, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw,
-                    uint32_t *out)
+/* sr8w16_codes' random addends, r >> (32 - Dw) in word lanes in element order, from the words
+ * of the 2*VL elements (VPACKUSDW: [r0 0-3, r1 0-3 | r0 4-7, r1 4-7]; qwords 0, 2, 1, 3 give
+ * element order), or from a float16 source's vector h of 16-bit random halves (kernels.h's
+ * mxp__sr_bits_src: element j's is halfword j) */
+PRIM V sr8w16_rw(V r0, V r1, int Dw)
+{
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(srli32_n(r0, 32 - Dw), srli32_n(r1, 32 - Dw)), 0xD8);
+}
+PRIM V sr8w16_rwh(V h, int Dw) { return srli16_n(h, 16 - Dw); }
+/* the float32 words (random half << 16) of elements 0 .. VL - 1 (hi = 0) or VL .. 2 VL - 1 of h */
+PRIM V sr_h16_words(V h, int hi)
+{
+    return _mm256_slli_epi32(_mm256_cvtepu16_epi32(hi ? _mm256_extracti128_si256(h, 1) : _mm256_castsi256_si128(h)), 16);
+}
+PRIM V sr8w16_codes(const unsigned char *p, V rw, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw, uint32_t *out)
 {
     const V x = _mm256_loadu_si256((const __m256i *)(const void *)p);
     const V bad = w16_out(_mm256_and_si256(x, _mm256_set1_epi16(0x7FFF)), lw, hw);
     *out = !_mm256_testz_si256(bad, bad);
-    /* VPACKUSDW: [r0 0-3, r1 0-3 | r0 4-7, r1 4-7]; qwords 0, 2, 1, 3 give element order */
-    const V rw = _mm256_permute4x64_epi64(_mm256_packus_epi32(srli32_n(r0, 32 - Dw), srli32_n(r1, 32 - Dw)), 0xD8);
     const V t = _mm256_add_epi16(x, rw);
     if (Dw == 8) return _mm256_srli_epi16(t, 8);
     const V tq = srli16_n(_mm256_sub_epi16(t, _mm256_set1_epi16((short)rebw)), Dw);

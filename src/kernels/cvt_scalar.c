@@ -35,7 +35,8 @@
  *    saturating) with probability (|x| - 448) / 32; |x| >= 480 always overflows.
  *  - Stochastic rounding draws r = mxp__sr_bits_src(seed, a->index0 + i, source dtype) for
  *    every element of a narrowing pair (also for NaN / inf / exact elements): its own word, or
- *    from a float8 source a byte of a word shared by four elements (kernels.h); widening and
+ *    from a float16 / float8 source a half / byte of a word shared by two / four elements
+ *    (kernels.h); widening and
  *    identity pairs use the nearest-even kernel (they are exact).
  */
 #include <math.h>
@@ -152,8 +153,8 @@ static ALWAYS_INLINE int clz32(uint32_t x)
 
 /*
  * The random words of a block of up to SR_BLOCK elements starting at element i of a call:
- * r[j] = mxp__sr_bits_src(seed, index0 + i + j, source), sh = mxp__sr_shift(source) (0, or 2
- * for a float8 source, whose elements share words). The block is cut short at the next multiple of
+ * r[j] = mxp__sr_bits_src(seed, index0 + i + j, source), sh = mxp__sr_shift(source) (0; 1 for
+ * float16 and 2 for float8 sources, whose elements share words). The block is cut short at the next multiple of
  * 2^32 in the index (a direct caller may straddle one; mxp_convert_ex never does), so one key
  * serves the whole block and the fill loop is a plain hash of consecutive counters, which
  * compilers vectorise. Returns the block length (>= 1 when i < n).
@@ -180,7 +181,7 @@ static ALWAYS_INLINE size_t sr_fill(const mxp__cvt_args *a, size_t i, size_t n, 
  * element i when sr, else 0. CONVERT is an expression of the locals x (the loaded element)
  * and r.
  */
-#define CVT_LOOP(dst_bits, src_bits, sr, CONVERT)                                              \
+#define CVT_LOOP(dst_bits, src_bits, sh, sr, CONVERT)                                          \
     do {                                                                                       \
         if (!(sr)) {                                                                           \
             for (size_t i = 0; i < n; i++) {                                                   \
@@ -192,7 +193,7 @@ static ALWAYS_INLINE size_t sr_fill(const mxp__cvt_args *a, size_t i, size_t n, 
         }                                                                                      \
         uint32_t rs[SR_BLOCK];                                                                 \
         for (size_t b = 0; b < n;) {                                                           \
-            const size_t m = sr_fill(a, b, n, rs, (src_bits) == 8 ? 2u : 0u);                  \
+            const size_t m = sr_fill(a, b, n, rs, (sh));                                       \
             for (size_t j = 0; j < m; j++) {                                                   \
                 const uint64_t x = ld(src, b + j, (src_bits));                                 \
                 const uint32_t r = rs[j];                                                      \
@@ -440,14 +441,16 @@ static ALWAYS_INLINE void loop_generic(void *dst, const void *src, size_t n, con
                                        fmt dt, fmt stp, bool sr)
 {
     const bool sat = a->saturate;
-    CVT_LOOP(dt.bits, stp.bits, sr, encode(decode(x, stp), dt, sr, r, sat));
+    /* mxp__sr_shift of the source: float8 2, float16 1 (the only 16-bit format with m = 10) */
+    const unsigned sh = stp.bits == 8 ? 2u : stp.bits == 16 && stp.m == 10 ? 1u : 0u;
+    CVT_LOOP(dt.bits, stp.bits, sh, sr, encode(decode(x, stp), dt, sr, r, sat));
 }
 
 static ALWAYS_INLINE void loop_small_from_f32(void *dst, const void *src, size_t n,
                                               const mxp__cvt_args *a, fmt dt, bool sr)
 {
     const bool sat = a->saturate;
-    CVT_LOOP(dt.bits, 32, sr, small_from_f32((uint32_t)x, dt, sr, r, sat));
+    CVT_LOOP(dt.bits, 32, 0u, sr, small_from_f32((uint32_t)x, dt, sr, r, sat));
 }
 
 /*
@@ -499,7 +502,7 @@ static ALWAYS_INLINE void loop_bf16_from_f32(void *dst, const void *src, size_t 
                                              const mxp__cvt_args *a, bool sr)
 {
     const bool sat = a->saturate;
-    CVT_LOOP(16, 32, sr, bf16_from_f32((uint32_t)x, sr, r, sat));
+    CVT_LOOP(16, 32, 0u, sr, bf16_from_f32((uint32_t)x, sr, r, sat));
 }
 
 static ALWAYS_INLINE void loop_f32_from_small(void *dst, const void *src, size_t n,

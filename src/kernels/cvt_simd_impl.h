@@ -131,9 +131,13 @@
  *                             r0, r1, D, lo, hi, rebias, &out) (the codes, and the lanes outside
  *                             [lo, hi) as a bit mask), sr8_patch(b, one, code) (the lanes of mask
  *                             one replaced by code) and sr8w_store(p, b, nt)
- *   MXP_SIMD_SR8_W16 with sr8w16_codes(p, r0, r1, Dw, lw, hw, rebw, &out) and
+ *   MXP_SIMD_SR8_W16 with sr8w16_codes(p, rw, Dw, lw, hw, rebw, &out) and
  *                             sr8w_store(p, b, nt): the codes of the 2*VL float16 / bfloat16 at
- *                             p as loaded (no widening) for srn_run's steps to float8, Dw dropped
+ *                             p as loaded (no widening) for srn_run's steps to float8, with the
+ *                             random addends rw = sr8w16_rw(r0, r1, Dw) (bfloat16: the elements'
+ *                             words) or sr8w16_rwh(h, Dw) (float16: the vector of their random
+ *                             halves, kernels.h's mxp__sr_bits_src; sr_h16_words(h, hi) gives
+ *                             them as float32 words, for the other steps), Dw dropped
  *                             bits, rebias rebw, taken where lw <= |x| < hw (all in the source's
  *                             words; out: nonzero when a lane is outside; the AVX-512 file's is the
  *                             mask, the AVX2 file's only says so), and the 2*VL codes stored;
@@ -1167,7 +1171,7 @@ static SIMD_INLINE int sr8w16_lone_code(uint32_t out, const unsigned char *q, co
     if (a >= lw || a < (f.dt == MXP_BFLOAT16 ? 1u : 0x0400u)) return -1;
     const uint32_t xb = f.dt == MXP_BFLOAT16 ? (uint32_t)x << 16
                                               : ((uint32_t)(x & 0x8000u) << 16) | ((a + ((127u - 15u) << 10)) << 13);
-    *code = sr8_tiny_code(xb, t, mxp__sr_bits_k(key, index0 + j));
+    *code = sr8_tiny_code(xb, t, mxp__sr_bits_ks(key, index0 + j, mxp__sr_shift(f.dt)));
     return (int)j;
 }
 #endif
@@ -1769,19 +1773,33 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
     MXP_SIMD_PIN(olim);
     MXP_SIMD_PIN(oadd);
 #endif
-    V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    /* a float16 source's elements share words, a half each (kernels.h's mxp__sr_bits_src): the
+     * Weyl states are then those of words lo / 2, ..., one vector of VL words per step */
+    const int h16 = f.dt == MXP_FLOAT16;
+    V il = v_add(v_set1((h16 ? lo >> 1 : lo) * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     const size_t i_first = i; /* its index is lo */
     (void)i_first;
     for (; i < end; i += 2 * VL) {
-        const V w0 = sr_words_hi(il, khi, m1, m2), w1 = sr_words_hi(v_add(il, step), khi, m1, m2);
-        il = v_add(il, v_add(step, step));
+        V w0, w1, h = v_set1(0);
+        if (h16) {
+            /* the 2*VL random halves, complete (sr_finish: the low bits count now) */
+            h = sr_finish(sr_words_hi(il, khi, m1, m2));
+            il = v_add(il, step);
+            w0 = sr_h16_words(h, 0);
+            w1 = sr_h16_words(h, 1);
+        } else {
+            w0 = sr_words_hi(il, khi, m1, m2);
+            w1 = sr_words_hi(v_add(il, step), khi, m1, m2);
+            il = v_add(il, v_add(step, step));
+        }
 #ifdef MXP_SIMD_SR8_W16
         if (ib == 2 && t.bits == 8) {
             /* 16-bit source -> float8 on the loaded words (the ISA file's sr8w16_codes) */
             const uint32_t rebw = (uint32_t)(f.bias - t.bias) << f.m;
             const uint32_t lw = f.bias == t.bias ? 0u : rebw + (1u << f.m), hw = (t.maxfin << (f.m - t.m)) + rebw;
+            const int Dw = f.m - t.m;
             uint32_t out;
-            V b = sr8w16_codes(s + 2 * i, w0, w1, f.m - t.m, lw, hw, rebw, &out);
+            V b = sr8w16_codes(s + 2 * i, h16 ? sr8w16_rwh(h, Dw) : sr8w16_rw(w0, w1, Dw), Dw, lw, hw, rebw, &out);
 #ifdef MXP_SIMD_PREFETCH
             if (nt && MXP_SIMD_PREFETCH_SRN) PF_LINES(s + ib * i, 0, 2 * VL * ib);
 #endif
@@ -1854,6 +1872,8 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
             st_narrow2(d + ob * i, sr_fast(u0, w0, t, sc, 1), sr_fast(u1, w1, t, sc, 1), t.bits, nt);
         } else {
             const V over = v_set1(sat ? t.maxfin : t.fn ? 0x7Fu : t.inf);
+            /* the complete words (a float16 source's are, and sr_finish changes only their low
+             * 11 bits, below the 16 random ones, which cannot count: at most 15 are dropped) */
             st_narrow2(d + ob * i, narrow1(u0, sr_finish(w0), t, 1, over), narrow1(u1, sr_finish(w1), t, 1, over),
                        t.bits, nt);
         }
@@ -1867,16 +1887,22 @@ static SIMD_INLINE void srn_loop(void *dst, const void *src, size_t n, const mxp
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
     const size_t ob = (size_t)t.bits / 8, ib = (size_t)f.bits / 8;
-    size_t i = 0;
+    /* a float16 source's steps start at even indices (a word's first half); a call whose
+     * destination is not aligned with them as the streaming stores need does not stream */
+    const uint64_t par = f.dt == MXP_FLOAT16 ? 1u : 0u;
+    size_t i = (size_t)(a->index0 & par);
     int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32
     if (n >= 2 * VL && (n * (ib + ob) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % ob == 0) {
-        const size_t align = 2 * VL * ob;
-        i = (align - (uintptr_t)d % align) % align / ob; /* < 2*VL <= n */
-        scalar_tail(t.dt, f.dt, MXP__SR, d, s, i, a, a->index0);
-        nt = 1;
+        const size_t align = 2 * VL * ob, iv = (align - (uintptr_t)d % align) % align / ob; /* < 2*VL <= n */
+        if (((a->index0 + iv) & par) == 0) {
+            i = iv;
+            nt = 1;
+        }
     }
 #endif
+    if (i > n) i = n;
+    scalar_tail(t.dt, f.dt, MXP__SR, d, s, i, a, a->index0);
     while (i + 2 * VL <= n) {
         const uint64_t idx = a->index0 + i;
         const uint32_t lo = (uint32_t)idx;

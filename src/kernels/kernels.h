@@ -330,7 +330,7 @@ void mxp__finite_register_neon(mxp__kernels *k);
  *
  * Random word: r = mxp__sr_bits(seed, index), index = a->index0 + i, a counter-based hash
  * (no state), so the bits depend only on (seed, element index), never on threads or ISA
- * (from a float8 source, a byte of a shared word: mxp__sr_bits_src below).
+ * (from a float16 / float8 source, a half / byte of a shared word: mxp__sr_bits_src below).
  * The key for the high 32 bits of the index is constant over 2^32 consecutive indices, so a
  * vector loop computes mxp__sr_key once per call (callers never straddle a 2^32 boundary
  * mid-call: mxp_convert_ex splits there) and then, per lane, a Weyl step (index * golden
@@ -382,20 +382,23 @@ static inline uint32_t mxp__sr_bits(uint64_t seed, uint64_t index)
 }
 
 /*
- * Sources whose elements share a word. From a float8 source the target drops at most 7 bits
- * (e4m3fn -> e5m2: one; e5m2 -> e4m3fn: up to 7 below 2^-6), so 8 random bits are "all the bits
- * the target drops" and one word serves four neighbouring elements: element index i takes byte
- * i % 4 (bits 8 (i % 4) .. 8 (i % 4) + 7) of the word of index i / 4 (within i's block of 2^32
- * indices, whose key it keeps), as the top byte of its r (the low 24 bits 0). In memory the bytes
- * of consecutive words are then the elements' bytes in order, so a vector of hashed words is a
- * vector of random bytes and a SIMD step of 4 W elements hashes W words, not 4 W (since session
- * 46; before, every element had a word of its own). Every other source keeps a word per element:
- * float16 drops up to 15 bits into e4m3fn, bfloat16 and the wider formats up to 32.
- * mxp__sr_shift: log2 of the elements per word for a source dtype (2 for float8, else 0).
+ * Sources whose elements share a word. The targets of a float8 source drop at most 7 bits
+ * (e4m3fn -> e5m2: one; e5m2 -> e4m3fn: up to 7 below 2^-6), those of a float16 source at most
+ * 15 (e4m3fn, below 2^-6: 15; e5m2: 8; bfloat16: 3, every float16 being a bfloat16 normal or
+ * zero up to 3 bits). So 8 or 16 random bits are "all the bits the target drops", and one word
+ * serves 4 or 2 neighbouring elements: with k elements per word (w = 32 / k bits each), element
+ * index i takes bits w (i % k) .. w (i % k) + w - 1 of the word of index i / k (within i's
+ * block of 2^32 indices, whose key it keeps), as the top w bits of its r (the rest 0). In memory
+ * the bytes / halves of consecutive words are then the elements' in order, so a vector of hashed
+ * words is a vector of random bytes / halves, and a SIMD step hashes 1 / k as many words (since
+ * session 46; before, every element had a word of its own). Every other source keeps a word per
+ * element: bfloat16 drops up to 32 bits into float16 and float8 (its values far below their
+ * subnormals), and so do float32 and float64.
+ * mxp__sr_shift: log2 k for a source dtype (float8 2, float16 1, else 0).
  */
 static inline unsigned mxp__sr_shift(mxp_dtype src)
 {
-    return src == MXP_FLOAT8_E4M3FN || src == MXP_FLOAT8_E5M2 ? 2u : 0u;
+    return src == MXP_FLOAT8_E4M3FN || src == MXP_FLOAT8_E5M2 ? 2u : src == MXP_FLOAT16 ? 1u : 0u;
 }
 
 /* element index_lo's r in its block (key) for a source of shift sh (mxp__sr_shift) */
