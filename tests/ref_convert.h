@@ -331,22 +331,31 @@ static inline void ref_f32_bounds(const ref_table *t, uint32_t *bounds)
 #ifdef MIXPREC_KERNELS_H
 /* The r of element `index` of a stochastic conversion from src, from the library's word hash
  * (kernels.h's mxp__sr_bits, the definition of the random stream) but picked apart here, not by
- * the library's mxp__sr_bits_src: from a float8 source four elements share the word of index
- * (index's block of 2^32, index's low half / 4), element index taking its byte index % 4
- * (little-endian: byte 0 is the low byte) as the top byte of r; from a float16 source two share
- * one, each taking its half (index % 2) as the top half of r; every other source has a word of
- * its own. */
+ * the library's mxp__sr_bits_src. With j = index's low half within its block of 2^32 indices:
+ * from a float8 source four elements share the word of index j / 4 (same block), element index
+ * taking its byte index % 4 (little-endian: byte 0 is the low byte) as the top byte of r; from a
+ * float16 or bfloat16 source two share the words of j / 2 and 2^31 + j / 2, each taking its half
+ * (index % 2) of the first as the top half of r and of the second as the low half; every other
+ * source has a word of its own. */
+static inline uint32_t ref_sr_part(uint32_t word, unsigned part, unsigned bytes_per_part)
+{
+    const unsigned char b[4] = {(unsigned char)(word & 0xFF), (unsigned char)(word >> 8 & 0xFF),
+                                (unsigned char)(word >> 16 & 0xFF), (unsigned char)(word >> 24)};
+    uint32_t v = 0;
+    for (unsigned k = bytes_per_part; k-- > 0;) v = v * 256u + b[part * bytes_per_part + k];
+    return v;
+}
 static inline uint32_t ref_sr_r(uint64_t seed, uint64_t index, mxp_dtype src)
 {
-    const unsigned per = src == MXP_FLOAT8_E4M3FN || src == MXP_FLOAT8_E5M2 ? 4u : src == MXP_FLOAT16 ? 2u : 1u;
+    const unsigned per = src == MXP_FLOAT8_E4M3FN || src == MXP_FLOAT8_E5M2 ? 4u
+                         : src == MXP_FLOAT16 || src == MXP_BFLOAT16        ? 2u
+                                                                            : 1u;
     if (per == 1) return mxp__sr_bits(seed, index);
-    const uint64_t word_index = (index & 0xFFFFFFFF00000000ull) | ((index & 0xFFFFFFFFull) / per);
-    const uint32_t word = mxp__sr_bits(seed, word_index);
-    const unsigned char bytes[4] = {(unsigned char)(word & 0xFF), (unsigned char)(word >> 8 & 0xFF),
-                                    (unsigned char)(word >> 16 & 0xFF), (unsigned char)(word >> 24)};
-    if (per == 4) return (uint32_t)bytes[index % 4u] * 16777216u;
-    const unsigned part = (unsigned)(index % 2u);
-    return ((uint32_t)bytes[2 * part] + 256u * bytes[2 * part + 1]) * 65536u;
+    const uint64_t block = index & 0xFFFFFFFF00000000ull, j = index & 0xFFFFFFFFull;
+    const unsigned part = (unsigned)(index % per);
+    if (per == 4) return ref_sr_part(mxp__sr_bits(seed, block + j / 4), part, 1) * 16777216u;
+    return ref_sr_part(mxp__sr_bits(seed, block + j / 2), part, 2) * 65536u +
+           ref_sr_part(mxp__sr_bits(seed, block + 0x80000000ull + j / 2), part, 2);
 }
 #endif
 

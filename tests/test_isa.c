@@ -1148,9 +1148,13 @@ static void test_sr_boundary(void **state)
  * 37 of a call of 80 elements (index0 = that index - 37; the others 1.0, so that its step leaves
  * the fast path). With T = 2^32 - r, x = F * Q / 2^32 rounds up (smallest subnormal code) for F
  * = the smallest 8-significant-bit number >= T and down (0) for the largest one below T, either
- * sign; targets e4m3fn, e5m2, float16. A float16 source never gets here: its dropped parts are
- * multiples of 2^17 quanta or more, so r's top 21 bits decide. Fails a kernel that drops the
- * hash's last step on this path.
+ * sign, alone or with a second small lane beside it (exact: twice the quantum), which takes a
+ * step with several such lanes (AVX-512: srn_tiny8); targets e4m3fn, e5m2, float16. A float16
+ * source never gets here: its dropped parts are
+ * multiples of 2^17 quanta or more, so r's top 21 bits decide. r is the element's word from a
+ * bfloat16 source (kernels.h's mxp__sr_bits_src: its low half decides here, from the second set
+ * of shared words). Fails a kernel that drops the hash's last step on this path, or those low
+ * halves.
  */
 static void test_sr_boundary16(void **state)
 {
@@ -1163,7 +1167,7 @@ static void test_sr_boundary16(void **state)
     uint64_t found[WANT];
     int nf = 0;
     for (uint64_t i = AT; nf < WANT && i < (1ull << 30); i++)
-        if (mxp__sr_bits(seed, i) >= 0xFFFFF800u) found[nf++] = i;
+        if (mxp__sr_bits_src(seed, i, MXP_BFLOAT16) >= 0xFFFFF800u) found[nf++] = i;
     assert_int_equal(nf, WANT);
     const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 2];
     mxp__kernels scratch[MXP__ISA_COUNT + 1];
@@ -1175,8 +1179,9 @@ static void test_sr_boundary16(void **state)
     for (int ti = 0; ti < ntabs; ti++)
         for (size_t g = 0; g < sizeof tg / sizeof tg[0]; g++)
             for (int f = 0; f < nf; f++)
-                for (int v = 0; v < 4; v++) { /* bit 0: the F below T (round down); bit 1: negative */
-                    const uint32_t r = mxp__sr_bits(seed, found[f]);
+                for (int v = 0; v < 8; v++) { /* bit 0: the F below T (round down); bit 1: negative;
+                                                * bit 2: a second lane below the normal range */
+                    const uint32_t r = mxp__sr_bits_src(seed, found[f], MXP_BFLOAT16);
                     const uint32_t T = (uint32_t)(0x100000000ull - r); /* 1 .. 2^11 */
                     uint32_t F = T;
                     int sh = 0;
@@ -1189,6 +1194,12 @@ static void test_sr_boundary16(void **state)
                     memcpy(&xb, &x, 4);
                     for (int i = 0; i < N; i++) src[i] = 0x3F80; /* 1.0 */
                     src[AT] = (uint16_t)((xb >> 16) | ((v & 2) ? 0x8000u : 0u));
+                    if (v & 4) { /* twice the quantum (exact), so that the step has two such lanes */
+                        const float x2 = ldexpf(1.0f, tg[g].q_exp + 1);
+                        uint32_t x2b;
+                        memcpy(&x2b, &x2, 4);
+                        src[AT + 1] = (uint16_t)(x2b >> 16);
+                    }
                     const mxp__cvt_args a = {false, seed, found[f] - AT, false};
                     tabs[ti]->cvt[tg[g].dt][MXP_BFLOAT16][MXP__SR](dst, src, N, &a);
                     checked++;

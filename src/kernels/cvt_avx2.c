@@ -371,8 +371,9 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
  * low-word part, below 2^16, cannot carry into it); a float16 the same with its own fields. The
  * code is (t - rebw) >> Dw with the sign at bit 15 - Dw, made a byte by VPMADDUBSW as in
  * narrow8_bytes4 (Dw = 7: the word q - 128 S, masked to its low byte q + 128 S, since VPACKUSWB
- * saturates; Dw = 8: the shifted word is the code). The random words' top Dw bits go to word
- * lanes by VPACKUSDW (values < 2^Dw) and one VPERMQ into element order. The lanes taken are
+ * saturates; Dw = 8: the shifted word is the code). The random addends are the elements' random
+ * halves shifted right by 16 - Dw (sr8w16_rwh; until session 46 the top Dw bits of their own
+ * words, by VPACKUSDW and one VPERMQ into element order). The lanes taken are
  * lw <= |x| < hw: the wrapping |x| - lw saturating-minus the span is zero. *out: nonzero when
  * some lane is outside (nothing else is read from it here: no lone-lane patch on AVX2). Before,
  * each step widened the 16 words to two float32 vectors and ran sr_fast on each. AMD Zen 4
@@ -388,16 +389,9 @@ PRIM V srli16_n(V x, int n)
     case 5: return _mm256_srli_epi16(x, 5);
     case 7: return _mm256_srli_epi16(x, 7);
     case 9: return _mm256_srli_epi16(x, 9);
+    case 11: return _mm256_srli_epi16(x, 11);
+    case 12: return _mm256_srli_epi16(x, 12);
     default: return _mm256_srli_epi16(x, 8);
-    }
-}
-PRIM V srli32_n(V x, int n)
-{
-    switch (n) {
-    case 28: return _mm256_srli_epi32(x, 28);
-    case 27: return _mm256_srli_epi32(x, 27);
-    case 25: return _mm256_srli_epi32(x, 25);
-    default: return _mm256_srli_epi32(x, 24);
     }
 }
 /* nonzero in the words whose magnitude a is outside [lw, hw): the wrapping a - lw
@@ -407,19 +401,15 @@ PRIM V w16_out(V a, uint32_t lw, uint32_t hw)
     return _mm256_subs_epu16(_mm256_sub_epi16(a, _mm256_set1_epi16((short)lw)),
                              _mm256_set1_epi16((short)(hw - 1u - lw)));
 }
-/* sr8w16_codes' random addends, r >> (32 - Dw) in word lanes in element order, from the words
- * of the 2*VL elements (VPACKUSDW: [r0 0-3, r1 0-3 | r0 4-7, r1 4-7]; qwords 0, 2, 1, 3 give
- * element order), or from a float16 source's vector h of 16-bit random halves (kernels.h's
- * mxp__sr_bits_src: element j's is halfword j) */
-PRIM V sr8w16_rw(V r0, V r1, int Dw)
-{
-    return _mm256_permute4x64_epi64(_mm256_packus_epi32(srli32_n(r0, 32 - Dw), srli32_n(r1, 32 - Dw)), 0xD8);
-}
+/* sr8w16_codes' random addends, r >> (32 - Dw) in word lanes in element order, from the vector h
+ * of the elements' random top halves (kernels.h's mxp__sr_bits_src: element j's is halfword j;
+ * until session 46 each had a word of its own, and two hashed vectors gave them by VPACKUSDW and
+ * VPERMQ) */
 PRIM V sr8w16_rwh(V h, int Dw) { return srli16_n(h, 16 - Dw); }
-/* the float32 words (random half << 16) of elements 0 .. VL - 1 (hi = 0) or VL .. 2 VL - 1 of h */
-PRIM V sr_h16_words(V h, int hi)
+/* halfwords 0 .. VL - 1 (hi = 0) or VL .. 2 VL - 1 of h zero-extended to dwords (srn_run's words) */
+PRIM V sr_h16_ext(V h, int hi)
 {
-    return _mm256_slli_epi32(_mm256_cvtepu16_epi32(hi ? _mm256_extracti128_si256(h, 1) : _mm256_castsi256_si128(h)), 16);
+    return _mm256_cvtepu16_epi32(hi ? _mm256_extracti128_si256(h, 1) : _mm256_castsi256_si128(h));
 }
 PRIM V sr8w16_codes(const unsigned char *p, V rw, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw, uint32_t *out)
 {

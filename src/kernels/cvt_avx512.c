@@ -528,15 +528,14 @@ PRIM V sr8_codes2(V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_t hi, uint3
  * 0.198 -> 0.174 ns/element, at 2^26 0.234 -> 0.205 (session 40; nearest-even: 0.063 and 0.106);
  * float16 -> e5m2 and e4m3fn: bench/RESULTS.md, session 41. *out: the lanes outside, as a mask. */
 #define MXP_SIMD_SR8_W16 1
-/* sr8w16_codes' random addends, r >> (32 - Dw) in word lanes in element order: from the words of
- * the 2*VL elements (r0, r1: their top halves), or from a float16 source's vector h of 16-bit
- * random halves (kernels.h's mxp__sr_bits_src: element j's is halfword j) */
-PRIM V sr8w16_rw(V r0, V r1, int Dw) { return srli16_dw(_mm512_permutex2var_epi16(r0, n8w_ihi(), r1), 16 - Dw); }
+/* sr8w16_codes' random addends, r >> (32 - Dw) in word lanes in element order, from the vector h
+ * of the elements' random top halves (kernels.h's mxp__sr_bits_src: element j's is halfword j;
+ * until session 46 each had a word of its own, and two hashed vectors gave them by VPERMT2W) */
 PRIM V sr8w16_rwh(V h, int Dw) { return srli16_dw(h, 16 - Dw); }
-/* the float32 words (random half << 16) of elements 0 .. VL - 1 (hi = 0) or VL .. 2 VL - 1 of h */
-PRIM V sr_h16_words(V h, int hi)
+/* halfwords 0 .. VL - 1 (hi = 0) or VL .. 2 VL - 1 of h zero-extended to dwords (srn_run's words) */
+PRIM V sr_h16_ext(V h, int hi)
 {
-    return _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi ? _mm512_extracti64x4_epi64(h, 1) : _mm512_castsi512_si256(h)), 16);
+    return _mm512_cvtepu16_epi32(hi ? _mm512_extracti64x4_epi64(h, 1) : _mm512_castsi512_si256(h));
 }
 PRIM V sr8w16_codes(const unsigned char *p, V rw, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw, uint32_t *out)
 {

@@ -35,8 +35,8 @@
  *    saturating) with probability (|x| - 448) / 32; |x| >= 480 always overflows.
  *  - Stochastic rounding draws r = mxp__sr_bits_src(seed, a->index0 + i, source dtype) for
  *    every element of a narrowing pair (also for NaN / inf / exact elements): its own word, or
- *    from a float16 / float8 source a half / byte of a word shared by two / four elements
- *    (kernels.h); widening and
+ *    from a 16-bit / float8 source parts of words shared by two / four elements (kernels.h);
+ *    widening and
  *    identity pairs use the nearest-even kernel (they are exact).
  */
 #include <math.h>
@@ -154,7 +154,7 @@ static ALWAYS_INLINE int clz32(uint32_t x)
 /*
  * The random words of a block of up to SR_BLOCK elements starting at element i of a call:
  * r[j] = mxp__sr_bits_src(seed, index0 + i + j, source), sh = mxp__sr_shift(source) (0; 1 for
- * float16 and 2 for float8 sources, whose elements share words). The block is cut short at the next multiple of
+ * 16-bit and 2 for float8 sources, whose elements share words). The block is cut short at the next multiple of
  * 2^32 in the index (a direct caller may straddle one; mxp_convert_ex never does), so one key
  * serves the whole block and the fill loop is a plain hash of consecutive counters, which
  * compilers vectorise. Returns the block length (>= 1 when i < n).
@@ -441,8 +441,8 @@ static ALWAYS_INLINE void loop_generic(void *dst, const void *src, size_t n, con
                                        fmt dt, fmt stp, bool sr)
 {
     const bool sat = a->saturate;
-    /* mxp__sr_shift of the source: float8 2, float16 1 (the only 16-bit format with m = 10) */
-    const unsigned sh = stp.bits == 8 ? 2u : stp.bits == 16 && stp.m == 10 ? 1u : 0u;
+    /* mxp__sr_shift of the source: float8 2, float16 / bfloat16 1 */
+    const unsigned sh = stp.bits == 8 ? 2u : stp.bits == 16 ? 1u : 0u;
     CVT_LOOP(dt.bits, stp.bits, sh, sr, encode(decode(x, stp), dt, sr, r, sat));
 }
 

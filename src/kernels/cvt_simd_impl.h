@@ -134,10 +134,11 @@
  *   MXP_SIMD_SR8_W16 with sr8w16_codes(p, rw, Dw, lw, hw, rebw, &out) and
  *                             sr8w_store(p, b, nt): the codes of the 2*VL float16 / bfloat16 at
  *                             p as loaded (no widening) for srn_run's steps to float8, with the
- *                             random addends rw = sr8w16_rw(r0, r1, Dw) (bfloat16: the elements'
- *                             words) or sr8w16_rwh(h, Dw) (float16: the vector of their random
- *                             halves, kernels.h's mxp__sr_bits_src; sr_h16_words(h, hi) gives
- *                             them as float32 words, for the other steps), Dw dropped
+ *                             random addends rw = sr8w16_rwh(h, Dw) from the vector h of the
+ *                             elements' random top halves (kernels.h's mxp__sr_bits_src;
+ *                             sr_h16_ext(h, hi): halves 0 .. VL - 1 or VL .. 2 VL - 1 of h
+ *                             zero-extended to 32-bit lanes, for srn_run's other steps), Dw
+ *                             dropped
  *                             bits, rebias rebw, taken where lw <= |x| < hw (all in the source's
  *                             words; out: nonzero when a lane is outside; the AVX-512 file's is the
  *                             mask, the AVX2 file's only says so), and the 2*VL codes stored;
@@ -1751,6 +1752,20 @@ static int srn_tiny8(unsigned char *d, const unsigned char *q, V w0, V w1, const
  * two biases agree, float16 -> e5m2, whose subnormals are the float16 ones with the low 8 bits
  * dropped) and hw = (max finite << Dw) + rebw.
  */
+/* A bfloat16 source's words completed with their low halves (kernels.h's MXP__SR_LO16 words,
+ * from the step's Weyl states ils), once per step (*full): the steps that round lanes below the
+ * target's normal range call it, where more than 16 bits can be dropped (bfloat16 -> e4m3fn below
+ * 2^-18, e5m2 below 2^-25, float16 below 2^-33); every other step, a float16 source's included
+ * (at most 15 dropped), uses the top halves alone, the low halves being unable to carry into
+ * them (F + r >= 2^32 with F's low 16 bits 0). */
+static SIMD_INLINE void srn_full(V ils, V khi, V m1, V m2, V *w0, V *w1, int *full)
+{
+    if (*full) return;
+    *full = 1;
+    const V hl = sr_finish(sr_words_hi(v_xor(ils, v_set1(MXP__SR_LO16)), khi, m1, m2));
+    *w0 = v_or(*w0, sr_h16_ext(hl, 0));
+    *w1 = v_or(*w1, sr_h16_ext(hl, 1));
+}
 #ifdef MXP_SIMD_SR8_W16
 #define MXP_SIMD_SR8_W16_ON 1
 #else
@@ -1773,25 +1788,19 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
     MXP_SIMD_PIN(olim);
     MXP_SIMD_PIN(oadd);
 #endif
-    /* a float16 source's elements share words, a half each (kernels.h's mxp__sr_bits_src): the
-     * Weyl states are then those of words lo / 2, ..., one vector of VL words per step */
-    const int h16 = f.dt == MXP_FLOAT16;
-    V il = v_add(v_set1((h16 ? lo >> 1 : lo) * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    /* the elements' random words (kernels.h's mxp__sr_bits_src): their top halves are the halves
+     * of words lo / 2, ... (one vector of VL words per step), their low halves those of words
+     * 2^31 + lo / 2, ..., whose Weyl states are the first ones' + 2^31 (MXP__SR_W is odd), hashed
+     * only where a bfloat16 source's step may need them (srn_full; see there) */
+    V il = v_add(v_set1((lo >> 1) * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     const size_t i_first = i; /* its index is lo */
     (void)i_first;
     for (; i < end; i += 2 * VL) {
-        V w0, w1, h = v_set1(0);
-        if (h16) {
-            /* the 2*VL random halves, complete (sr_finish: the low bits count now) */
-            h = sr_finish(sr_words_hi(il, khi, m1, m2));
-            il = v_add(il, step);
-            w0 = sr_h16_words(h, 0);
-            w1 = sr_h16_words(h, 1);
-        } else {
-            w0 = sr_words_hi(il, khi, m1, m2);
-            w1 = sr_words_hi(v_add(il, step), khi, m1, m2);
-            il = v_add(il, v_add(step, step));
-        }
+        const V ils = il;
+        const V h = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 2*VL top halves, in order */
+        il = v_add(il, step);
+        V w0 = v_slli(sr_h16_ext(h, 0), 16), w1 = v_slli(sr_h16_ext(h, 1), 16);
+        int full = !bf; /* a float16 source's low halves never count */
 #ifdef MXP_SIMD_SR8_W16
         if (ib == 2 && t.bits == 8) {
             /* 16-bit source -> float8 on the loaded words (the ISA file's sr8w16_codes) */
@@ -1799,7 +1808,7 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
             const uint32_t lw = f.bias == t.bias ? 0u : rebw + (1u << f.m), hw = (t.maxfin << (f.m - t.m)) + rebw;
             const int Dw = f.m - t.m;
             uint32_t out;
-            V b = sr8w16_codes(s + 2 * i, h16 ? sr8w16_rwh(h, Dw) : sr8w16_rw(w0, w1, Dw), Dw, lw, hw, rebw, &out);
+            V b = sr8w16_codes(s + 2 * i, sr8w16_rwh(h, Dw), Dw, lw, hw, rebw, &out);
 #ifdef MXP_SIMD_PREFETCH
             if (nt && MXP_SIMD_PREFETCH_SRN) PF_LINES(s + ib * i, 0, 2 * VL * ib);
 #endif
@@ -1822,7 +1831,10 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
             }
 #endif
 #ifdef MXP_SIMD_SR8_ZC
-            if (srn_tiny8(d + i, s + 2 * i, w0, w1, f, t, nt)) continue;
+            srn_full(ils, khi, m1, m2, &w0, &w1, &full);
+            /* sr8_fast2zc finishes the words it gets (sr_words_hi's, elsewhere): these are
+             * complete, and sr_finish is its own inverse (x ^ x >> 21 twice: x ^ x >> 42 = x) */
+            if (srn_tiny8(d + i, s + 2 * i, sr_finish(w0), sr_finish(w1), f, t, nt)) continue;
 #endif
         }
 #endif
@@ -1868,14 +1880,12 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
                 st_narrow2(d + ob * i, sr_fast(u0, w0, t, sc, 0), sr_fast(u1, w1, t, sc, 0), t.bits, nt);
             continue;
         }
+        srn_full(ils, khi, m1, m2, &w0, &w1, &full); /* lanes below the normal range, or NaN */
         if (t.bias != 127 && !m_any(m_or(sr_bad_z(u0, sc), sr_bad_z(u1, sc)))) {
             st_narrow2(d + ob * i, sr_fast(u0, w0, t, sc, 1), sr_fast(u1, w1, t, sc, 1), t.bits, nt);
         } else {
             const V over = v_set1(sat ? t.maxfin : t.fn ? 0x7Fu : t.inf);
-            /* the complete words (a float16 source's are, and sr_finish changes only their low
-             * 11 bits, below the 16 random ones, which cannot count: at most 15 are dropped) */
-            st_narrow2(d + ob * i, narrow1(u0, sr_finish(w0), t, 1, over), narrow1(u1, sr_finish(w1), t, 1, over),
-                       t.bits, nt);
+            st_narrow2(d + ob * i, narrow1(u0, w0, t, 1, over), narrow1(u1, w1, t, 1, over), t.bits, nt);
         }
     }
     return i;
@@ -1887,9 +1897,9 @@ static SIMD_INLINE void srn_loop(void *dst, const void *src, size_t n, const mxp
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
     const size_t ob = (size_t)t.bits / 8, ib = (size_t)f.bits / 8;
-    /* a float16 source's steps start at even indices (a word's first half); a call whose
-     * destination is not aligned with them as the streaming stores need does not stream */
-    const uint64_t par = f.dt == MXP_FLOAT16 ? 1u : 0u;
+    /* steps start at even indices (a word's first half); a call whose destination is not
+     * aligned with them as the streaming stores need does not stream */
+    const uint64_t par = 1u;
     size_t i = (size_t)(a->index0 & par);
     int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32

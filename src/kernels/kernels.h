@@ -330,7 +330,7 @@ void mxp__finite_register_neon(mxp__kernels *k);
  *
  * Random word: r = mxp__sr_bits(seed, index), index = a->index0 + i, a counter-based hash
  * (no state), so the bits depend only on (seed, element index), never on threads or ISA
- * (from a float16 / float8 source, a half / byte of a shared word: mxp__sr_bits_src below).
+ * (from a 16-bit or float8 source, parts of shared words: mxp__sr_bits_src below).
  * The key for the high 32 bits of the index is constant over 2^32 consecutive indices, so a
  * vector loop computes mxp__sr_key once per call (callers never straddle a 2^32 boundary
  * mid-call: mxp_convert_ex splits there) and then, per lane, a Weyl step (index * golden
@@ -382,32 +382,43 @@ static inline uint32_t mxp__sr_bits(uint64_t seed, uint64_t index)
 }
 
 /*
- * Sources whose elements share a word. The targets of a float8 source drop at most 7 bits
- * (e4m3fn -> e5m2: one; e5m2 -> e4m3fn: up to 7 below 2^-6), those of a float16 source at most
- * 15 (e4m3fn, below 2^-6: 15; e5m2: 8; bfloat16: 3, every float16 being a bfloat16 normal or
- * zero up to 3 bits). So 8 or 16 random bits are "all the bits the target drops", and one word
- * serves 4 or 2 neighbouring elements: with k elements per word (w = 32 / k bits each), element
- * index i takes bits w (i % k) .. w (i % k) + w - 1 of the word of index i / k (within i's
- * block of 2^32 indices, whose key it keeps), as the top w bits of its r (the rest 0). In memory
- * the bytes / halves of consecutive words are then the elements' in order, so a vector of hashed
- * words is a vector of random bytes / halves, and a SIMD step hashes 1 / k as many words (since
- * session 46; before, every element had a word of its own). Every other source keeps a word per
- * element: bfloat16 drops up to 32 bits into float16 and float8 (its values far below their
- * subnormals), and so do float32 and float64.
- * mxp__sr_shift: log2 k for a source dtype (float8 2, float16 1, else 0).
+ * Sources whose elements share words (since session 46; before, every element had a word of its
+ * own). The targets of a float8 source drop at most 7 bits (e4m3fn -> e5m2: one; e5m2 -> e4m3fn:
+ * up to 7 below 2^-6), so 8 random bits are "all the bits the target drops", and one word serves
+ * four neighbouring elements: element index i takes byte i % 4 of the word of index i / 4, as the
+ * top byte of its r (the low 24 bits 0). A 16-bit source (float16, bfloat16) takes 32 bits from
+ * two words shared by two neighbours: element i's r is half i % 2 of the word of index i / 2 (its
+ * top half) and half i % 2 of the word of index 2^31 + i / 2 (its low half). Indices are those
+ * within i's block of 2^32, whose key the words keep, so the two sets of words never meet. In
+ * memory the bytes / halves of consecutive words are the elements' in order, so a vector of
+ * hashed words is a vector of random bytes / halves, and a SIMD step hashes a quarter / half as
+ * many words as it has elements. The low halves count only where the target drops more than 16
+ * bits: never from float16 (at most 15, into e4m3fn below 2^-6; 8 into e5m2, 3 into bfloat16),
+ * from bfloat16 only below the targets' normal ranges (for e4m3fn below 2^-18), so the kernels'
+ * fast steps hash only the top halves' words. float32 and float64 sources keep a word per
+ * element. mxp__sr_shift: log2 of the elements per word for a source dtype (float8 2, float16
+ * and bfloat16 1, else 0).
  */
 static inline unsigned mxp__sr_shift(mxp_dtype src)
 {
-    return src == MXP_FLOAT8_E4M3FN || src == MXP_FLOAT8_E5M2 ? 2u : src == MXP_FLOAT16 ? 1u : 0u;
+    return src == MXP_FLOAT8_E4M3FN || src == MXP_FLOAT8_E5M2 ? 2u : src == MXP_FLOAT16 || src == MXP_BFLOAT16 ? 1u : 0u;
 }
+
+/* the index (in the block) of the word that holds the low halves of 16-bit sources' elements
+ * 2j and 2j + 1: MXP__SR_LO16 + j */
+#define MXP__SR_LO16 0x80000000u
 
 /* element index_lo's r in its block (key) for a source of shift sh (mxp__sr_shift) */
 static inline uint32_t mxp__sr_bits_ks(uint64_t key, uint32_t index_lo, unsigned sh)
 {
     if (sh == 0) return mxp__sr_bits_k(key, index_lo);
-    const unsigned w = 32u >> sh; /* bits per element */
-    const uint32_t word = mxp__sr_bits_k(key, index_lo >> sh);
-    return (word >> (w * (index_lo & ((1u << sh) - 1u)))) << (32u - w);
+    if (sh == 1) {
+        const unsigned p = 16u * (index_lo & 1u);
+        const uint32_t hi = mxp__sr_bits_k(key, index_lo >> 1) >> p & 0xFFFFu;
+        const uint32_t lo = mxp__sr_bits_k(key, MXP__SR_LO16 | index_lo >> 1) >> p & 0xFFFFu;
+        return hi << 16 | lo;
+    }
+    return (mxp__sr_bits_k(key, index_lo >> 2) >> (8u * (index_lo & 3u))) << 24;
 }
 
 /* the r of element index of a conversion from src: what every ISA path draws */
