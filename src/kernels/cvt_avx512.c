@@ -537,6 +537,13 @@ PRIM V sr_h16_ext(V h, int hi)
 {
     return _mm512_cvtepu16_epi32(hi ? _mm512_extracti64x4_epi64(h, 1) : _mm512_castsi512_si256(h));
 }
+/* the dwords hw[j] << 16 | lw[j] for halfwords j = 0 .. VL - 1 (hi = 0) or VL .. 2 VL - 1: one
+ * VPERMT2W (dword k takes word k + 16 hi of lw, then of hw) */
+PRIM V sr_h16_pair(V lw, V hw, int hi)
+{
+    const V k = _mm512_or_si512(v_iota(), _mm512_slli_epi32(v_iota(), 16));
+    return _mm512_permutex2var_epi16(lw, _mm512_add_epi32(k, v_set1(hi ? 0x00300010u : 0x00200000u)), hw);
+}
 PRIM V sr8w16_codes(const unsigned char *p, V rw, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw, uint32_t *out)
 {
     const V x = _mm512_loadu_si512(p);

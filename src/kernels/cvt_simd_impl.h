@@ -137,7 +137,8 @@
  *                             random addends rw = sr8w16_rwh(h, Dw) from the vector h of the
  *                             elements' random top halves (kernels.h's mxp__sr_bits_src;
  *                             sr_h16_ext(h, hi): halves 0 .. VL - 1 or VL .. 2 VL - 1 of h
- *                             zero-extended to 32-bit lanes, for srn_run's other steps), Dw
+ *                             zero-extended to 32-bit lanes, and sr_h16_pair(l, h, hi): those
+ *                             of h above those of l, for srn_run's other steps), Dw
  *                             dropped
  *                             bits, rebias rebw, taken where lw <= |x| < hw (all in the source's
  *                             words; out: nonzero when a lane is outside; the AVX-512 file's is the
@@ -1758,11 +1759,15 @@ static int srn_tiny8(unsigned char *d, const unsigned char *q, V w0, V w1, const
  * 2^-18, e5m2 below 2^-25, float16 below 2^-33); every other step, a float16 source's included
  * (at most 15 dropped), uses the top halves alone, the low halves being unable to carry into
  * them (F + r >= 2^32 with F's low 16 bits 0). */
+static SIMD_INLINE V srn_lo_halves(V ils, V khi, V m1, V m2)
+{
+    return sr_finish(sr_words_hi(v_xor(ils, v_set1(MXP__SR_LO16)), khi, m1, m2));
+}
 static SIMD_INLINE void srn_full(V ils, V khi, V m1, V m2, V *w0, V *w1, int *full)
 {
     if (*full) return;
     *full = 1;
-    const V hl = sr_finish(sr_words_hi(v_xor(ils, v_set1(MXP__SR_LO16)), khi, m1, m2));
+    const V hl = srn_lo_halves(ils, khi, m1, m2);
     *w0 = v_or(*w0, sr_h16_ext(hl, 0));
     *w1 = v_or(*w1, sr_h16_ext(hl, 1));
 }
@@ -1799,8 +1804,6 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
         const V ils = il;
         const V h = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 2*VL top halves, in order */
         il = v_add(il, step);
-        V w0 = v_slli(sr_h16_ext(h, 0), 16), w1 = v_slli(sr_h16_ext(h, 1), 16);
-        int full = !bf; /* a float16 source's low halves never count */
 #ifdef MXP_SIMD_SR8_W16
         if (ib == 2 && t.bits == 8) {
             /* 16-bit source -> float8 on the loaded words (the ISA file's sr8w16_codes) */
@@ -1831,13 +1834,20 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
             }
 #endif
 #ifdef MXP_SIMD_SR8_ZC
-            srn_full(ils, khi, m1, m2, &w0, &w1, &full);
-            /* sr8_fast2zc finishes the words it gets (sr_words_hi's, elsewhere): these are
-             * complete, and sr_finish is its own inverse (x ^ x >> 21 twice: x ^ x >> 42 = x) */
-            if (srn_tiny8(d + i, s + 2 * i, sr_finish(w0), sr_finish(w1), f, t, nt)) continue;
+            {
+                /* the complete words (a float16 source's low halves cannot count: 0); and since
+                 * sr8_fast2zc finishes the words it gets (sr_words_hi's, elsewhere), finished
+                 * once more: sr_finish is its own inverse (x ^ x >> 21 twice: x ^ x >> 42 = x) */
+                const V hl = bf ? srn_lo_halves(ils, khi, m1, m2) : v_set1(0);
+                if (srn_tiny8(d + i, s + 2 * i, sr_finish(sr_h16_pair(hl, h, 0)), sr_finish(sr_h16_pair(hl, h, 1)),
+                              f, t, nt))
+                    continue;
+            }
 #endif
         }
 #endif
+        V w0 = v_slli(sr_h16_ext(h, 0), 16), w1 = v_slli(sr_h16_ext(h, 1), 16); /* the top halves */
+        int full = !bf; /* a float16 source's low halves never count */
         /* bfloat16: the bits moved up, a NaN left as it is (narrow1 quiets it) */
         const V u0 = bf ? v_slli(ld16(s + 2 * i), 16) : widen_one(s + ib * i, f, 0, 0);
         const V u1 = bf ? v_slli(ld16(s + 2 * i + 2 * VL), 16) : widen_one(s + ib * (i + VL), f, 0, 0);
