@@ -983,11 +983,15 @@ void mxp__f8b_init(void)
  *  - e4m3fn -> e5m2: F is 0 or 128. A normal a drops one mantissa bit, as in e4m3_e5m2_b, and
  *    rounds up iff that bit and the random word's top bit are both set: (a >> 1) + 32 + (a & r31
  *    & 1). The subnormals (exact) and the NaN come from e4m3_e5m2_b's table and code.
- *  - e5m2 -> e4m3fn: only a < 32 (below 2^-7) drops bits; the others are exact or overflow,
- *    e5m2_e4m3_b's result. For a < 32 both table rows come from two VPSHUFB on 16 entries each:
- *    row[a] = lo16[a & 15] ^ (a >= 16 ? lo16[a - 16] ^ hi16[a - 16] : 0), the second lookup's
- *    index a - 16 having bit 7 set (VPSHUFB gives 0) when a < 16. 255 - F is kept xor 0x80, so a
- *    signed byte compare with the random byte xor 0x80 is the unsigned one.
+ *  - e5m2 -> e4m3fn: only a < 32 (below 2^-7) drops bits; the others are exact or overflow.
+ *    For a < 48 both table rows come from three VPSHUFB on 16 entries each, xor-ed:
+ *    row[a] = t0[a & 15] ^ t1[(a - 16) & 15] ^ t2[(a - 32) & 15], a lookup whose index a - 16 or
+ *    a - 32 is negative (bit 7 set) giving 0, with t1 = rows 16 .. 31 ^ rows 0 .. 15 and t2 =
+ *    rows 32 .. 47 ^ rows 16 .. 31 (for a >= 32, g = 255: never up). From a = 48, e5m2_e4m3_b's
+ *    normal code 2a - 64 with its overflow rule. 255 - F is kept xor 0x80, so a signed byte
+ *    compare with the random byte xor 0x80 is the unsigned one. (Until session 46 two lookups
+ *    covered a < 32 and the whole of e5m2_e4m3_b ran beside them, with its own lookup for a =
+ *    20 .. 35: the same Intel Xeon, in cache, 0.128 -> 0.112 ns/element.)
  * The random bytes: element i's is byte i % 4 of the word of index i / 4 (kernels.h's
  * mxp__sr_bits_src), so one vector of 8 hashed words is the 32 elements' bytes in order. Until
  * session 46 each element had a word of its own: four vectors of 8 words (sr_words_hi) per 32
@@ -1002,7 +1006,9 @@ void mxp__f8b_init(void)
  * was most of the in-cache time. With a quarter of the hashes (session 46): e4m3fn -> e5m2
  * SA0 -> SA1, e5m2 -> e4m3fn SA2 -> SA3.
  */
-static _Alignas(32) unsigned char f8s2_lut[4][32]; /* e5m2 -> e4m3fn: dn lo16, dn lo ^ hi, g ^ 0x80 likewise */
+/* e5m2 -> e4m3fn: dn rows 0 .. 15, rows 16 .. 31 ^ rows 0 .. 15, rows 32 .. 47 ^ rows 16 .. 31;
+ * g ^ 0x80 likewise */
+static _Alignas(32) unsigned char f8s2_lut[6][32];
 static int f8s2_ok[2]; /* [e4]: the shape checked (f8s2_init) */
 PRIM V f8s2_e5m2(V b, V rs)
 {
@@ -1019,16 +1025,23 @@ PRIM V f8s2_e5m2(V b, V rs)
 }
 PRIM V f8s2_e4m3(V b, V rx, int sat)
 {
-    const V a = _mm256_and_si256(b, _mm256_set1_epi8(0x7F)), a16 = _mm256_sub_epi8(a, _mm256_set1_epi8(16));
+    const V a = _mm256_and_si256(b, _mm256_set1_epi8(0x7F));
+    const V a16 = _mm256_sub_epi8(a, _mm256_set1_epi8(16)), a32 = _mm256_sub_epi8(a, _mm256_set1_epi8(32));
     const V *t = (const V *)(const void *)f8s2_lut;
-    const V dn = _mm256_xor_si256(_mm256_shuffle_epi8(_mm256_load_si256(t), a),
-                                  _mm256_shuffle_epi8(_mm256_load_si256(t + 1), a16));
-    const V gx = _mm256_xor_si256(_mm256_shuffle_epi8(_mm256_load_si256(t + 2), a),
-                                  _mm256_shuffle_epi8(_mm256_load_si256(t + 3), a16));
-    /* dn + up: up is -1 where rx > gx */
-    const V q = _mm256_or_si256(_mm256_sub_epi8(dn, _mm256_cmpgt_epi8(rx, gx)),
-                                _mm256_andnot_si256(_mm256_set1_epi8(0x7F), b));
-    return _mm256_blendv_epi8(e5m2_e4m3_b(b, sat), q, _mm256_cmpgt_epi8(_mm256_set1_epi8(32), a));
+    const V dn = _mm256_xor_si256(_mm256_xor_si256(_mm256_shuffle_epi8(_mm256_load_si256(t), a),
+                                                   _mm256_shuffle_epi8(_mm256_load_si256(t + 1), a16)),
+                                  _mm256_shuffle_epi8(_mm256_load_si256(t + 2), a32));
+    const V gx = _mm256_xor_si256(_mm256_xor_si256(_mm256_shuffle_epi8(_mm256_load_si256(t + 3), a),
+                                                   _mm256_shuffle_epi8(_mm256_load_si256(t + 4), a16)),
+                                  _mm256_shuffle_epi8(_mm256_load_si256(t + 5), a32));
+    /* dn + up (up is -1 where rx > gx) below 48; above, e5m2_e4m3_b's normal code 2a - 64 with its
+     * overflow rule */
+    const V q = _mm256_sub_epi8(dn, _mm256_cmpgt_epi8(rx, gx));
+    V nrm = _mm256_min_epu8(_mm256_sub_epi8(_mm256_add_epi8(a, a), _mm256_set1_epi8(64)),
+                            _mm256_set1_epi8(sat ? 0x7E : 0x7F));
+    if (sat) nrm = _mm256_blendv_epi8(nrm, _mm256_set1_epi8(0x7F), _mm256_cmpgt_epi8(a, _mm256_set1_epi8(0x7C)));
+    const V r = _mm256_blendv_epi8(nrm, q, _mm256_cmpgt_epi8(_mm256_set1_epi8(48), a));
+    return _mm256_or_si256(r, _mm256_andnot_si256(_mm256_set1_epi8(0x7F), b));
 }
 /* elements i .. end (multiples of 32 apart), one block of 2^32 indices (key; element i's low
  * index half lo, a multiple of 4); e4: to e4m3fn */
@@ -1133,8 +1146,10 @@ static void f8s2_init(const mxp__kernels *ref)
         const int m = j % 16;
         f8s2_lut[0][j] = dn[m];
         f8s2_lut[1][j] = (unsigned char)(dn[m] ^ dn[m + 16]);
-        f8s2_lut[2][j] = (unsigned char)(g[m] ^ 0x80);
-        f8s2_lut[3][j] = (unsigned char)(g[m] ^ g[m + 16]);
+        f8s2_lut[2][j] = (unsigned char)(dn[m + 16] ^ dn[m + 32]);
+        f8s2_lut[3][j] = (unsigned char)(g[m] ^ 0x80);
+        f8s2_lut[4][j] = (unsigned char)(g[m] ^ g[m + 16]);
+        f8s2_lut[5][j] = (unsigned char)(g[m + 16] ^ g[m + 32]);
     }
     f8s2_ok[1] = ok;
 }
