@@ -15,8 +15,8 @@
  *    (x - lo) / (hi - lo) (using the top 32 bits of the dropped part); deterministic per
  *    (seed, element index) whatever the thread count or ISA path; exact values stay exact.
  *    From a float8 source the target drops at most 7 bits, so each element draws 8 random
- *    bits: four neighbouring elements share one hashed word (a byte each); from float16, at
- *    most 15: two share one (16 bits each).
+ *    bits: four neighbouring elements share one hashed word (a byte each); an element of a
+ *    float16 / bfloat16 source draws its 32 bits from two words shared with its neighbour.
  *    Above the max finite value the upper neighbour is an overflow: +-inf (2^(emax+1)), or
  *    for float8_e4m3fn the NaN slot 0x7F, whose would-be value is 480 (so 456 becomes NaN
  *    with probability 1/4, or 448 when saturating);

@@ -1003,8 +1003,10 @@ void mxp__f8b_init(void)
  * runs, ns/element in cache / at 2^26, composed -> these: e4m3fn -> e5m2 0.370 / 0.501 -> 0.192
  * / 0.203, e5m2 -> e4m3fn 0.339 / 0.459 -> 0.220 / 0.241 (nearest-even: 0.053 / 0.085 and
  * 0.038 / 0.082). Both stayed 2.4-3x nearest-even at 2^26: the hash (two VPMULLD per 8 words)
- * was most of the in-cache time. With a quarter of the hashes (session 46): e4m3fn -> e5m2
- * SA0 -> SA1, e5m2 -> e4m3fn SA2 -> SA3.
+ * was most of the in-cache time. With a quarter of the hashes and, e5m2 -> e4m3fn, the three
+ * lookups (session 46): e4m3fn -> e5m2 0.193 / 0.285 -> 0.099 / 0.181, e5m2 -> e4m3fn 0.224 /
+ * 0.297 -> 0.112 / 0.192 (nearest-even 0.053 / 0.149 and 0.038 / 0.108: 1.2x and 1.8x at 2^26;
+ * the far prefetch alone instead of the L2 + L1 pair: a tie).
  */
 /* e5m2 -> e4m3fn: dn rows 0 .. 15, rows 16 .. 31 ^ rows 0 .. 15, rows 32 .. 47 ^ rows 16 .. 31;
  * g ^ 0x80 likewise */

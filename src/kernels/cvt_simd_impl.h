@@ -1752,6 +1752,16 @@ static int srn_tiny8(unsigned char *d, const unsigned char *q, V w0, V w1, const
  * rebw = (B_s - B) << m_s, range [lw, hw) with lw = rebw + 2^m_s (the smallest normal; 0 when the
  * two biases agree, float16 -> e5m2, whose subnormals are the float16 ones with the low 8 bits
  * dropped) and hw = (max finite << Dw) + rebw.
+ * Since session 46 two neighbours share their random words (kernels.h's mxp__sr_bits_src), so a
+ * step hashes one vector of words, not two, and the words of the low halves only in the steps
+ * that can need them (srn_full). Intel Xeon (CPU 4), medians of three alternating runs of the
+ * whole table, ns/element in cache / at 2^26, avx512: bf16 -> e4m3fn 0.175 / 0.296 -> 0.127 /
+ * 0.262, f16 -> e4m3fn 0.177 / 0.297 -> 0.127 / 0.263 (1.26-1.28x nearest-even at 2^26, 1.42x
+ * before); --isa avx2: 0.272 / 0.419 -> 0.200 / 0.349 and 0.280 / 0.421 -> 0.200 / 0.336
+ * (1.33-1.40x, 1.64-1.68x before). On data whose every lane is below e4m3fn's normal range
+ * (N(0, 10^-4)), whose steps hash both sets, bfloat16 -> e4m3fn costs 10-20% more on avx512
+ * (0.457 / 0.59 -> 0.556 / 0.67), 3-4% on AVX2; on N(0, 1) data it gained (0.215 / 0.370 ->
+ * 0.192 / 0.346).
  */
 /* A bfloat16 source's words completed with their low halves (kernels.h's MXP__SR_LO16 words,
  * from the step's Weyl states ils), once per step (*full): the steps that round lanes below the
