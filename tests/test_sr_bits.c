@@ -192,52 +192,44 @@ static worst battery(wordfn g, int top)
 #define Z_PASS 6.0
 #define Z_FAIL 30.0
 
-static void library_words_pass(void **state)
+/* the battery on g's words (their top `top` bits): it must pass (|z| < Z_PASS), or, for a
+ * control, fail (|z| >= Z_FAIL); what: the generator's name in the messages */
+static void expect_pass(wordfn g, int top, const char *what)
 {
-    (void)state;
-    const worst w = battery(gen_library, 32);
-    print_message("library: %.2f at %s\n", w.z, w.what);
-    if (fabs(w.z) >= Z_PASS) fail_msg("mxp__sr_bits: |z| = %.1f at %s (bound %.0f)", fabs(w.z), w.what, Z_PASS);
+    const worst w = battery(g, top);
+    print_message("%s: %.2f at %s\n", what, w.z, w.what);
+    if (fabs(w.z) >= Z_PASS) fail_msg("%s: |z| = %.1f at %s (bound %.0f)", what, fabs(w.z), w.what, Z_PASS);
 }
 
-static void battery_passes_a_good_hash(void **state)
+static void expect_fail(wordfn g, int top, const char *what)
 {
-    (void)state;
-    const worst w = battery(gen_double_fmix, 32);
-    print_message("fmix: %.2f at %s\n", w.z, w.what);
-    if (fabs(w.z) >= Z_PASS) fail_msg("double fmix32: |z| = %.1f at %s (bound %.0f)", fabs(w.z), w.what, Z_PASS);
+    const worst w = battery(g, top);
+    if (fabs(w.z) < Z_FAIL) fail_msg("the battery missed %s: worst |z| = %.1f at %s", what, fabs(w.z), w.what);
+    print_message("%s caught: |z| = %.0f at %s\n", what, fabs(w.z), w.what);
 }
 
-static void battery_fails_a_weak_hash(void **state)
-{
-    (void)state;
-    const worst w = battery(gen_no_weyl, 32);
-    if (fabs(w.z) < Z_FAIL) fail_msg("the battery missed the weak control: worst |z| = %.1f at %s", fabs(w.z), w.what);
-    print_message("weak control caught: |z| = %.0f at %s\n", fabs(w.z), w.what);
-}
+/* one battery case: the generator, its random top bits, its name, and whether it must fail */
+typedef struct battery_case {
+    wordfn g;
+    int top;
+    const char *what;
+    int must_fail;
+} battery_case;
 
-static void float8_bytes_pass(void **state)
-{
-    (void)state;
-    const worst w = battery(gen_f8, 8);
-    print_message("float8 bytes: %.2f at %s\n", w.z, w.what);
-    if (fabs(w.z) >= Z_PASS) fail_msg("float8 source bytes: |z| = %.1f at %s (bound %.0f)", fabs(w.z), w.what, Z_PASS);
-}
+static const battery_case cases[] = {
+    {gen_library, 32, "mxp__sr_bits", 0},
+    {gen_double_fmix, 32, "double fmix32", 0},
+    {gen_no_weyl, 32, "the weak control", 1},
+    {gen_f8, 8, "float8 source bytes", 0},
+    {gen_16, 32, "16-bit source words", 0},
+    {gen_f8_same_byte, 8, "the shared bytes", 1},
+};
 
-static void halves_16bit_pass(void **state)
+static void run_case(void **state)
 {
-    (void)state;
-    const worst w = battery(gen_16, 32);
-    print_message("16-bit sources' halves: %.2f at %s\n", w.z, w.what);
-    if (fabs(w.z) >= Z_PASS) fail_msg("16-bit source halves: |z| = %.1f at %s (bound %.0f)", fabs(w.z), w.what, Z_PASS);
-}
-
-static void battery_fails_shared_bytes(void **state)
-{
-    (void)state;
-    const worst w = battery(gen_f8_same_byte, 8);
-    if (fabs(w.z) < Z_FAIL) fail_msg("the battery missed the shared bytes: worst |z| = %.1f at %s", fabs(w.z), w.what);
-    print_message("shared bytes caught: |z| = %.0f at %s\n", fabs(w.z), w.what);
+    const battery_case *c = (const battery_case *)*state;
+    if (c->must_fail) expect_fail(c->g, c->top, c->what);
+    else expect_pass(c->g, c->top, c->what);
 }
 
 /* The words are a bijection of the index within a 2^32 block (every step of the hash is):
@@ -268,13 +260,13 @@ int main(void)
         return 1;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(library_words_pass),
-        cmocka_unit_test(battery_passes_a_good_hash),
-        cmocka_unit_test(battery_fails_a_weak_hash),
+        {"library_words_pass", run_case, NULL, NULL, (void *)&cases[0]},
+        {"battery_passes_a_good_hash", run_case, NULL, NULL, (void *)&cases[1]},
+        {"battery_fails_a_weak_hash", run_case, NULL, NULL, (void *)&cases[2]},
         cmocka_unit_test(words_are_distinct_within_a_block),
-        cmocka_unit_test(float8_bytes_pass),
-        cmocka_unit_test(halves_16bit_pass),
-        cmocka_unit_test(battery_fails_shared_bytes),
+        {"float8_bytes_pass", run_case, NULL, NULL, (void *)&cases[3]},
+        {"halves_16bit_pass", run_case, NULL, NULL, (void *)&cases[4]},
+        {"battery_fails_shared_bytes", run_case, NULL, NULL, (void *)&cases[5]},
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
