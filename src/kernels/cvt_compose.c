@@ -11,8 +11,9 @@
  * float64 widen to float32 first, which is exact (every narrow value, NaN payload included, is
  * a float32), so the second step rounds the same value the reference rounds, once. Stochastic
  * rounding too: its decision depends only on the value and on r = mxp__sr_bits(seed, index)
- * (kernels.h), and the block passes each element's own index; not from a float8 source, whose
- * elements share words (mxp__sr_bits_src), which the float32 kernels do not draw. The first step never saturates (a
+ * (kernels.h), and the block passes each element's own index; not from 16-bit or float8 sources,
+ * whose elements share words (mxp__sr_bits_src), which the float32 kernels do not draw. The first
+ * step never saturates (a
  * +-inf input must reach the second step as infinity, to become that format's max). float64
  * sources are not composed here: x86 has its own kernels for them (cvt_f64_avx2.c, and
  * cvt_simd_impl.h's n64_loop, which rounds to odd first), NEON keeps the scalar ones.
@@ -39,8 +40,8 @@
  * time), elsewhere AVX2's (cvt_avx2.c's f8s2_loop, on the avx512 table too; Intel Xeon, 2^26,
  * 0.41-0.52x on the avx2 table, 0.56-0.65x on the avx512 one). The wrappers are still registered
  * first, so a pair without a kernel of its own would come here. On NEON: every pair between narrow
- * formats and from them to float64, except stochastic rounding from float8 (the scalar reference
- * since session 46, when float8 sources began to share random words).
+ * formats and from them to float64, except stochastic rounding from 16-bit and float8 sources
+ * (the scalar reference since session 46, when their elements began to share random words).
  */
 #include <stdint.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -114,9 +115,9 @@ void mxp__cvt_register_compose(mxp__kernels *k)
         for (int s = 0; s < MXP_FLOAT_DTYPE_COUNT; s++) {
             if (d == s || d == MXP_FLOAT32 || s == MXP_FLOAT32 || s == MXP_FLOAT64) continue;
             k->cvt[d][s][MXP__RNE] = wrappers[isa - 1][d][s][MXP__RNE];
-            /* from a float8 source four elements share a random word (kernels.h), which the
-             * float32 kernels do not draw: such pairs keep the entry they have (the scalar
-             * reference; on x86 the byte kernels replace it) */
+            /* from 16-bit and float8 sources neighbouring elements share random words
+             * (kernels.h), which the float32 kernels do not draw: such pairs keep the entry they
+             * have (the scalar reference; on x86 srn_loop and the byte kernels replace it) */
             if (mxp__sr_shift((mxp_dtype)s) == 0) k->cvt[d][s][MXP__SR] = wrappers[isa - 1][d][s][MXP__SR];
         }
     }

@@ -36,8 +36,7 @@
  *  - Stochastic rounding draws r = mxp__sr_bits_src(seed, a->index0 + i, source dtype) for
  *    every element of a narrowing pair (also for NaN / inf / exact elements): its own word, or
  *    from a 16-bit / float8 source parts of words shared by two / four elements (kernels.h);
- *    widening and
- *    identity pairs use the nearest-even kernel (they are exact).
+ *    widening and identity pairs use the nearest-even kernel (they are exact).
  */
 #include <math.h>
 #include <stdbool.h>
@@ -154,10 +153,10 @@ static ALWAYS_INLINE int clz32(uint32_t x)
 /*
  * The random words of a block of up to SR_BLOCK elements starting at element i of a call:
  * r[j] = mxp__sr_bits_src(seed, index0 + i + j, source), sh = mxp__sr_shift(source) (0; 1 for
- * 16-bit and 2 for float8 sources, whose elements share words). The block is cut short at the next multiple of
- * 2^32 in the index (a direct caller may straddle one; mxp_convert_ex never does), so one key
- * serves the whole block and the fill loop is a plain hash of consecutive counters, which
- * compilers vectorise. Returns the block length (>= 1 when i < n).
+ * 16-bit and 2 for float8 sources, whose elements share words). The block is cut short at the
+ * next multiple of 2^32 in the index (a direct caller may straddle one; mxp_convert_ex never
+ * does), so one key serves the whole block and the fill loop is a plain hash of consecutive
+ * counters, which compilers vectorise. Returns the block length (>= 1 when i < n).
  */
 enum { SR_BLOCK = 256 };
 

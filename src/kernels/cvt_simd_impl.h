@@ -138,8 +138,7 @@
  *                             elements' random top halves (kernels.h's mxp__sr_bits_src;
  *                             sr_h16_ext(h, hi): halves 0 .. VL - 1 or VL .. 2 VL - 1 of h
  *                             zero-extended to 32-bit lanes, and sr_h16_pair(l, h, hi): those
- *                             of h above those of l, for srn_run's other steps), Dw
- *                             dropped
+ *                             of h above those of l, for srn_run's other steps), Dw dropped
  *                             bits, rebias rebw, taken where lw <= |x| < hw (all in the source's
  *                             words; out: nonzero when a lane is outside; the AVX-512 file's is the
  *                             mask, the AVX2 file's only says so), and the 2*VL codes stored;
@@ -1919,13 +1918,12 @@ static SIMD_INLINE void srn_loop(void *dst, const void *src, size_t n, const mxp
     const size_t ob = (size_t)t.bits / 8, ib = (size_t)f.bits / 8;
     /* steps start at even indices (a word's first half); a call whose destination is not
      * aligned with them as the streaming stores need does not stream */
-    const uint64_t par = 1u;
-    size_t i = (size_t)(a->index0 & par);
+    size_t i = (size_t)(a->index0 & 1u);
     int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32
     if (n >= 2 * VL && (n * (ib + ob) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % ob == 0) {
         const size_t align = 2 * VL * ob, iv = (align - (uintptr_t)d % align) % align / ob; /* < 2*VL <= n */
-        if (((a->index0 + iv) & par) == 0) {
+        if (((a->index0 + iv) & 1u) == 0) {
             i = iv;
             nt = 1;
         }
