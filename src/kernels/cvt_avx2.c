@@ -411,8 +411,6 @@ PRIM V sr_h16_ext(V h, int hi)
 {
     return _mm256_cvtepu16_epi32(hi ? _mm256_extracti128_si256(h, 1) : _mm256_castsi256_si128(h));
 }
-/* the dwords hw[j] << 16 | lw[j] for halfwords j = 0 .. VL - 1 (hi = 0) or VL .. 2 VL - 1 */
-PRIM V sr_h16_pair(V lw, V hw, int hi) { return _mm256_or_si256(sr_h16_ext(lw, hi), _mm256_slli_epi32(sr_h16_ext(hw, hi), 16)); }
 PRIM V sr8w16_codes(const unsigned char *p, V rw, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw, uint32_t *out)
 {
     const V x = _mm256_loadu_si256((const __m256i *)(const void *)p);

@@ -137,8 +137,9 @@
  *                             random addends rw = sr8w16_rwh(h, Dw) from the vector h of the
  *                             elements' random top halves (kernels.h's mxp__sr_bits_src;
  *                             sr_h16_ext(h, hi): halves 0 .. VL - 1 or VL .. 2 VL - 1 of h
- *                             zero-extended to 32-bit lanes, and sr_h16_pair(l, h, hi): those
- *                             of h above those of l, for srn_run's other steps), Dw dropped
+ *                             zero-extended to 32-bit lanes, and with MXP_SIMD_SR8_ZC
+ *                             sr_h16_pair(l, h, hi): those of h above those of l, for srn_run's
+ *                             other steps), Dw dropped
  *                             bits, rebias rebw, taken where lw <= |x| < hw (all in the source's
  *                             words; out: nonzero when a lane is outside; the AVX-512 file's is the
  *                             mask, the AVX2 file's only says so), and the 2*VL codes stored;
