@@ -1069,15 +1069,9 @@ static SIMD_INLINE void f8s2_loop(void *dst, const void *src, size_t n, const mx
     unsigned char *d = (unsigned char *)dst;
     const mxp_dtype to = e4 ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2, from = e4 ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
     const int sat = e4 && a->saturate;
-    /* steps start at indices that are multiples of 4 (a word's first byte); a call whose
-     * destination is not aligned with them as the streaming stores need does not stream */
-    size_t i = (size_t)((4 - a->index0 % 4) % 4), iv = (32 - (uintptr_t)d % 32) % 32;
-    int nt = 0;
-    if (n >= 64 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (a->index0 + iv) % 4 == 0) {
-        i = iv; /* the reference up to the boundary, then streaming stores */
-        nt = 1;
-    }
-    if (i > n) i = n;
+    int nt;
+    /* steps start at indices that are multiples of 4 (a word's first byte); streaming: 32-byte stores */
+    size_t i = sr_start(a->index0, d, n, 1, 32, 4, n >= 64 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream), &nt);
     scalar_tail(to, from, MXP__SR, d, s, i, a, a->index0);
     while (i + 32 <= n) {
         uint32_t lo = 0;

@@ -2251,16 +2251,9 @@ MXP_VBMI_FN PRIM void f8s_loop(void *dst, const void *src, size_t n, const mxp__
     const mxp__cvt_fn ref = mxp__scalar_kernels()->cvt[to][from][MXP__SR];
     const unsigned char *tab =
         f8s_tab[e4 ? (a->saturate ? MXP__F8S_E5M2_E4M3_SAT : MXP__F8S_E5M2_E4M3) : MXP__F8S_E4M3_E5M2][0];
-    /* steps start at indices that are multiples of 4 (a word's first byte); streaming stores need
-     * a 64-byte aligned destination too, so a call whose two alignments disagree (a destination
-     * offset from the first element's index by other than a multiple of 4 bytes) does not stream */
-    size_t i = (size_t)((4 - a->index0 % 4) % 4), iv = (64 - (uintptr_t)d % 64) % 64;
-    int nt = 0;
-    if (n >= 128 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream) && (a->index0 + iv) % 4 == 0) {
-        i = iv; /* streaming: the reference up to the 64-byte boundary */
-        nt = 1;
-    }
-    if (i > n) i = n;
+    int nt;
+    /* steps start at indices that are multiples of 4 (a word's first byte); streaming: 64-byte stores */
+    size_t i = sr_start(a->index0, d, n, 1, 64, 4, n >= 128 && (n * 2 >= MXP_SIMD_NT_THRESHOLD || a->stream), &nt);
     ref(d, s, i, a);
     while (i + 64 <= n) {
         uint32_t lo = 0;

@@ -524,6 +524,28 @@ static SIMD_INLINE size_t sr_block(size_t i, size_t n, uint64_t index0, uint64_t
     return i + cnt / W * W;
 }
 
+/* Where a stochastic loop over sources whose elements share random words starts (kernels.h's
+ * mxp__sr_bits_src): its steps begin at indices that are multiples of k = per (a word's first
+ * byte or half), so the elements before the first such index go to the reference; when the call
+ * streams (stream: large, or args.stream), the steps must also start at an `align`-byte boundary
+ * of the destination (ob bytes per element), and a call whose two alignments disagree (a
+ * destination offset from the first index by other than a multiple of k elements) does not
+ * stream. Returns the first element of the vector loop (<= n), *nt whether it streams. */
+static SIMD_INLINE size_t sr_start(uint64_t index0, const unsigned char *d, size_t n, size_t ob, size_t align,
+                                   unsigned per, int stream, int *nt)
+{
+    size_t i = (size_t)((per - index0 % per) % per);
+    *nt = 0;
+    if (stream && (uintptr_t)d % ob == 0) {
+        const size_t iv = (align - (uintptr_t)d % align) % align / ob;
+        if ((index0 + iv) % per == 0) {
+            i = iv;
+            *nt = 1;
+        }
+    }
+    return i < n ? i : n;
+}
+
 /*
  * float32 -> narrow, 2*VL elements per step. Stochastic rounding computes the key of the high
  * half of the index once per run of indices that share it; a direct caller that straddles a
@@ -1917,20 +1939,14 @@ static SIMD_INLINE void srn_loop(void *dst, const void *src, size_t n, const mxp
     const unsigned char *s = (const unsigned char *)src;
     unsigned char *d = (unsigned char *)dst;
     const size_t ob = (size_t)t.bits / 8, ib = (size_t)f.bits / 8;
-    /* steps start at even indices (a word's first half); a call whose destination is not
-     * aligned with them as the streaming stores need does not stream */
-    size_t i = (size_t)(a->index0 & 1u);
     int nt = 0;
 #ifdef MXP_SIMD_NT_STORE32
-    if (n >= 2 * VL && (n * (ib + ob) >= MXP_SIMD_NT_THRESHOLD || a->stream) && (uintptr_t)d % ob == 0) {
-        const size_t align = 2 * VL * ob, iv = (align - (uintptr_t)d % align) % align / ob; /* < 2*VL <= n */
-        if (((a->index0 + iv) & 1u) == 0) {
-            i = iv;
-            nt = 1;
-        }
-    }
+    const int stream = n >= 2 * VL && (n * (ib + ob) >= MXP_SIMD_NT_THRESHOLD || a->stream);
+#else
+    const int stream = 0;
 #endif
-    if (i > n) i = n;
+    /* steps start at even indices (a word's first half) */
+    size_t i = sr_start(a->index0, d, n, ob, 2 * VL * ob, 2, stream, &nt);
     scalar_tail(t.dt, f.dt, MXP__SR, d, s, i, a, a->index0);
     while (i + 2 * VL <= n) {
         const uint64_t idx = a->index0 + i;
