@@ -1146,14 +1146,14 @@ static void test_sr_boundary(void **state)
  * quanta) small enough for r's low 11 bits to decide (F <= 2^11) needs an index whose r is
  * within 2^11 of 2^32: found by scanning indices, then each is the element 37 or 61 of a call of
  * 80 elements (index0 = that index - 37 or 61: the first or second half of a step, on either
- * table; the others 1.0, so that its step leaves the fast path). With T = 2^32 - r, x = F * Q / 2^32 rounds up (smallest subnormal code) for F
- * = the smallest 8-significant-bit number >= T and down (0) for the largest one below T, either
- * sign, alone or with a second small lane beside it (exact: twice the quantum), which takes a
- * step with several such lanes (AVX-512: srn_tiny8); targets e4m3fn, e5m2, float16. A float16
- * source never gets here: its dropped parts are multiples of 2^17 quanta or more, so r's top 21
- * bits decide. r is the element's word from a
- * bfloat16 source (kernels.h's mxp__sr_bits_src: its low half decides here, from the second set
- * of shared words). Fails a kernel that drops the hash's last step on this path, or those low
+ * table; the others 1.0, so that its step leaves the fast path). With T = 2^32 - r,
+ * x = F * Q / 2^32 rounds up (smallest subnormal code) for F = the smallest 8-significant-bit
+ * number >= T and down (0) for the largest one below T, either sign, alone or with a second small
+ * lane beside it (exact: twice the quantum), which takes a step with several such lanes (AVX-512:
+ * srn_tiny8); targets e4m3fn, e5m2, float16. A float16 source never gets here: its dropped parts
+ * are multiples of 2^17 quanta or more, so r's top 21 bits decide. r is the element's word from
+ * a bfloat16 source (ref_convert.h's ref_sr_r: its low half decides here, from the second set of
+ * shared words). Fails a kernel that drops the hash's last step on this path, or those low
  * halves.
  */
 static void test_sr_boundary16(void **state)
@@ -1167,7 +1167,7 @@ static void test_sr_boundary16(void **state)
     uint64_t found[WANT];
     int nf = 0;
     for (uint64_t i = 61; nf < WANT && i < (1ull << 30); i++)
-        if (mxp__sr_bits_src(seed, i, MXP_BFLOAT16) >= 0xFFFFF800u) found[nf++] = i;
+        if (ref_sr_r(seed, i, MXP_BFLOAT16) >= 0xFFFFF800u) found[nf++] = i;
     assert_int_equal(nf, WANT);
     const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 2];
     mxp__kernels scratch[MXP__ISA_COUNT + 1];
@@ -1183,7 +1183,7 @@ static void test_sr_boundary16(void **state)
                                                  * bit 2: a second lane below the normal range; bit 3:
                                                  * element 61, in a step's second half, not 37 */
                     const int AT = (v & 8) ? 61 : 37;
-                    const uint32_t r = mxp__sr_bits_src(seed, found[f], MXP_BFLOAT16);
+                    const uint32_t r = ref_sr_r(seed, found[f], MXP_BFLOAT16);
                     const uint32_t T = (uint32_t)(0x100000000ull - r); /* 1 .. 2^11 */
                     uint32_t F = T;
                     int sh = 0;
