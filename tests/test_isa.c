@@ -1352,6 +1352,63 @@ static void test_narrow_sources(void **state)
     end_compare(src, want, got, checked);
 }
 
+/* One float8 byte for test_f8_runs: with probability 1 / rare (0: never) a magnitude that
+ * e5m2 -> e4m3fn rounds (1 .. 31), else one it keeps exactly or overflows (0, 32 .. 127, NaN
+ * included); a random sign either way */
+static unsigned char f8_run_byte(uint32_t rare)
+{
+    const uint32_t v = rnd32();
+    const unsigned char sign = (unsigned char)(v >> 31 << 7);
+    if (rare && (v >> 8) % rare == 0) return (unsigned char)(sign | (1 + v % 31));
+    const uint32_t k = v % 97;
+    return (unsigned char)(sign | (k == 0 ? 0 : 32 + k % 96));
+}
+
+/* e4m3fn <-> e5m2 stochastic rounding on float8 data in regions of random length (1 to 6000
+ * elements), each with its own rate of elements that round (none, 1 in 5000, 1 in 300, 1 in
+ * 40, 1 in 4, all): the AVX2 e5m2 -> e4m3fn kernel takes runs of exact steps by nearest-even
+ * without random bytes, and switches between that split and hashing every step by how many runs
+ * a chunk of 64 steps has; each of its paths and the switches between them must give the
+ * reference's bytes. Also with the streaming threshold lowered. */
+static void test_f8_runs(void **state)
+{
+    (void)state;
+    enum { N = 200003 };
+    static const uint32_t rares[] = {0, 5000, 300, 40, 4, 1};
+    unsigned char *src = alloc(N + 1), *want = alloc(N), *got = alloc(N + 3);
+    const mxp__kernels *ref = mxp__scalar_kernels();
+    const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
+    mxp__kernels scratch[MXP__ISA_COUNT + 1];
+    const int ntabs = tables_to_check(tabs, scratch);
+    int checked = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        for (size_t i = 0; i < N;) {
+            const size_t len = 1 + rnd32() % 6000;
+            const uint32_t rare = rares[rnd32() % 6];
+            for (size_t j = 0; j < len && i < N; j++, i++) src[1 + i] = f8_run_byte(rare);
+        }
+        for (int streaming = 0; streaming <= 1; streaming++)
+            for (int ti = 0; ti < ntabs; ti++)
+                for (int dir = 0; dir < 2; dir++) {
+                    const int d = dir ? MXP_FLOAT8_E5M2 : MXP_FLOAT8_E4M3FN;
+                    const int sf = dir ? MXP_FLOAT8_E4M3FN : MXP_FLOAT8_E5M2;
+                    if (tabs[ti]->cvt[d][sf][MXP__SR] == ref->cvt[d][sf][MXP__SR]) continue;
+                    mxp__nt_threshold = streaming ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
+                    for (int sat = 0; sat <= 1; sat++) {
+                        const mxp__cvt_args a = {sat, 77 + (uint64_t)rep, rep == 2 ? 0xFFFFFFFFull - 70001 : 5,
+                                                 false};
+                        char what[128];
+                        snprintf(what, sizeof what, "%s %s -> %s SR sat=%d runs of float8 data%s (pass %d)",
+                                 tabs[ti]->name, dt_name(sf), dt_name(d), sat, streaming ? " streaming" : "", rep);
+                        run_compare(tabs[ti], d, sf, MXP__SR, &a, src + 1, N, want, got + (streaming ? 0 : 3),
+                                    what);
+                        checked++;
+                    }
+                }
+    }
+    end_compare(src, want, got, checked);
+}
+
 /* Every accelerated entry from or to float64 on hard float64 / float32 data (fill64: ties and
  * near-ties of every format, overflow and underflow boundaries, NaN payloads) under five MXCSR
  * settings: default, FTZ + DAZ, round up, round down, toward zero (the float64 kernels use
@@ -1558,6 +1615,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_neon),
         cmocka_unit_test_teardown(test_mixed_data, restore_knobs),
         cmocka_unit_test(test_narrow_sources),
+        cmocka_unit_test(test_f8_runs),
         cmocka_unit_test(test_sr_boundary),
         cmocka_unit_test(test_sr_boundary16),
         cmocka_unit_test(test_sr_edges),

@@ -1023,44 +1023,167 @@ PRIM V f8s2_e5m2(V b, V rs)
     r = _mm256_blendv_epi8(r, _mm256_set1_epi8((char)mxp__f8b_nan), _mm256_cmpeq_epi8(a, _mm256_set1_epi8(0x7F)));
     return _mm256_or_si256(r, _mm256_andnot_si256(_mm256_set1_epi8(0x7F), b));
 }
-PRIM V f8s2_e4m3(V b, V rx, int sat)
+/* e5m2 -> e4m3fn: whether no lane of b drops bits (every magnitude a is 0 or >= 32: a - 1, as
+ * an unsigned byte, above 30), so the step is nearest-even's */
+PRIM int f8s2_exact(V b, V x7f, V x1e)
 {
-    const V a = _mm256_and_si256(b, _mm256_set1_epi8(0x7F));
-    const V a16 = _mm256_sub_epi8(a, _mm256_set1_epi8(16)), a32 = _mm256_sub_epi8(a, _mm256_set1_epi8(32));
-    const V *t = (const V *)(const void *)f8s2_lut;
-    const V dn = _mm256_xor_si256(_mm256_xor_si256(_mm256_shuffle_epi8(_mm256_load_si256(t), a),
-                                                   _mm256_shuffle_epi8(_mm256_load_si256(t + 1), a16)),
-                                  _mm256_shuffle_epi8(_mm256_load_si256(t + 2), a32));
-    const V gx = _mm256_xor_si256(_mm256_xor_si256(_mm256_shuffle_epi8(_mm256_load_si256(t + 3), a),
-                                                   _mm256_shuffle_epi8(_mm256_load_si256(t + 4), a16)),
-                                  _mm256_shuffle_epi8(_mm256_load_si256(t + 5), a32));
+    const V am1 = _mm256_add_epi8(_mm256_and_si256(b, x7f), _mm256_cmpeq_epi8(b, b));
+    const V drops = _mm256_cmpeq_epi8(_mm256_min_epu8(am1, x1e), am1);
+    return _mm256_testz_si256(drops, drops);
+}
+/* f8s2_e4m3's constants, each made opaque (MXP_SIMD_PIN) once per run: gcc 12 otherwise rebuilt
+ * them in the loop from general registers (MOV, VMOVD, VPBROADCASTB: six of each per step, on
+ * the shuffles' port) and spilled the loaded tables; a constant it cannot see is instead kept in
+ * a register or reloaded from the stack */
+typedef struct {
+    V t[6], x7f, x10, x80, x40, top, x30, x7c, x1e;
+} f8s2_k;
+static SIMD_INLINE f8s2_k f8s2_consts(int sat)
+{
+    f8s2_k k;
+    for (int j = 0; j < 6; j++) {
+        k.t[j] = _mm256_load_si256((const V *)(const void *)f8s2_lut[j]);
+        MXP_SIMD_PIN(k.t[j]);
+    }
+    k.x7f = _mm256_set1_epi8(0x7F);
+    k.x10 = _mm256_set1_epi8(16);
+    k.x80 = _mm256_set1_epi8((char)0x80);
+    k.x40 = _mm256_set1_epi8(64);
+    k.top = _mm256_set1_epi8(sat ? 0x7E : 0x7F);
+    k.x30 = _mm256_set1_epi8(48);
+    k.x7c = _mm256_set1_epi8(0x7C);
+    k.x1e = _mm256_set1_epi8(30);
+    MXP_SIMD_PIN(k.x7f);
+    MXP_SIMD_PIN(k.x10);
+    MXP_SIMD_PIN(k.x80);
+    MXP_SIMD_PIN(k.x40);
+    MXP_SIMD_PIN(k.top);
+    MXP_SIMD_PIN(k.x30);
+    MXP_SIMD_PIN(k.x7c);
+    MXP_SIMD_PIN(k.x1e);
+    return k;
+}
+/* rx: the random bytes xor 0x80 */
+PRIM V f8s2_e4m3(V b, V rx, int sat, const f8s2_k *k)
+{
+    const V a = _mm256_and_si256(b, k->x7f);
+    const V a16 = _mm256_sub_epi8(a, k->x10), a32 = _mm256_sub_epi8(a16, k->x10);
+    const V dn = _mm256_xor_si256(_mm256_xor_si256(_mm256_shuffle_epi8(k->t[0], a), _mm256_shuffle_epi8(k->t[1], a16)),
+                                  _mm256_shuffle_epi8(k->t[2], a32));
+    const V gx = _mm256_xor_si256(_mm256_xor_si256(_mm256_shuffle_epi8(k->t[3], a), _mm256_shuffle_epi8(k->t[4], a16)),
+                                  _mm256_shuffle_epi8(k->t[5], a32));
     /* dn + up (up is -1 where rx > gx) below 48; above, e5m2_e4m3_b's normal code 2a - 64 with its
      * overflow rule */
     const V q = _mm256_sub_epi8(dn, _mm256_cmpgt_epi8(rx, gx));
-    V nrm = _mm256_min_epu8(_mm256_sub_epi8(_mm256_add_epi8(a, a), _mm256_set1_epi8(64)),
-                            _mm256_set1_epi8(sat ? 0x7E : 0x7F));
-    if (sat) nrm = _mm256_blendv_epi8(nrm, _mm256_set1_epi8(0x7F), _mm256_cmpgt_epi8(a, _mm256_set1_epi8(0x7C)));
-    const V r = _mm256_blendv_epi8(nrm, q, _mm256_cmpgt_epi8(_mm256_set1_epi8(48), a));
-    return _mm256_or_si256(r, _mm256_andnot_si256(_mm256_set1_epi8(0x7F), b));
+    V nrm = _mm256_min_epu8(_mm256_sub_epi8(_mm256_add_epi8(a, a), k->x40), k->top);
+    if (sat) nrm = _mm256_blendv_epi8(nrm, k->x7f, _mm256_cmpgt_epi8(a, k->x7c));
+    const V r = _mm256_blendv_epi8(nrm, q, _mm256_cmpgt_epi8(k->x30, a));
+    return _mm256_or_si256(r, _mm256_andnot_si256(k->x7f, b));
 }
+/* elements i .. end (multiples of 32 apart), one block of 2^32 indices (key; element i's word
+ * index w, element i a word's first byte); e4: to e4m3fn, 1 where the steps stop at the first
+ * whose lanes are all exact (f8s2_exact), 2 without stopping. Returns where they stopped. */
+static SIMD_INLINE size_t f8s2_steps(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t w,
+                                     uint64_t key, int e4, int sat, int nt)
+{
+    const V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(8u * MXP__SR_W);
+    const V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
+    /* the Weyl states of words w .. w + 7 */
+    V x = v_add(v_set1(w * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    const f8s2_k k = f8s2_consts(sat);
+    const size_t first = i; /* taken whatever its lanes: the caller found one that drops bits */
+    for (; i < end; i += 32) {
+        if (nt) avx2_pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
+        const V b = _mm256_loadu_si256((const V *)(const void *)(s + i));
+        if (e4 == 1 && f8s2_exact(b, k.x7f, k.x1e) && i != first) break;
+        V rb = sr_finish(sr_words_hi(x, khi, m1, m2)); /* the 32 elements' random bytes */
+        x = v_add(x, step);
+        if (e4) rb = _mm256_xor_si256(rb, k.x80);
+        const V o = e4 ? f8s2_e4m3(b, rb, sat, &k) : f8s2_e5m2(b, rb);
+        if (nt) MXP__STREAM256((V *)(void *)(d + i), o);
+        else _mm256_storeu_si256((V *)(void *)(d + i), o);
+    }
+    return i;
+}
+/* e5m2 -> e4m3fn's steps with random bytes, a function of their own so that the compiler keeps
+ * the constants of each loop in registers (in one function, gcc 12 spilled and rebuilt them) */
+#define F8S2_STEPS(name, e4, sat, nt)                                                                              \
+    static __attribute__((noinline)) size_t name(unsigned char *d, const unsigned char *s, size_t i, size_t end, \
+                                                 uint32_t w, uint64_t key)                                      \
+    {                                                                                                          \
+        return f8s2_steps(d, s, i, end, w, key, e4, sat, nt);                                                  \
+    }
+F8S2_STEPS(f8s2_steps_100, 1, 0, 0)
+F8S2_STEPS(f8s2_steps_101, 1, 0, 1)
+F8S2_STEPS(f8s2_steps_110, 1, 1, 0)
+F8S2_STEPS(f8s2_steps_111, 1, 1, 1)
+F8S2_STEPS(f8s2_steps_200, 2, 0, 0)
+F8S2_STEPS(f8s2_steps_201, 2, 0, 1)
+F8S2_STEPS(f8s2_steps_210, 2, 1, 0)
+F8S2_STEPS(f8s2_steps_211, 2, 1, 1)
+/* e5m2 -> e4m3fn's nearest-even steps, from i up to the first with a lane that drops bits (or
+ * end); returns it */
+static SIMD_INLINE size_t f8s2_ne(unsigned char *d, const unsigned char *s, size_t i, size_t end, int sat, int nt)
+{
+    const V x7f = _mm256_set1_epi8(0x7F), x1e = _mm256_set1_epi8(30);
+    for (; i < end; i += 32) {
+        if (nt) avx2_pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
+        const V b = _mm256_loadu_si256((const V *)(const void *)(s + i));
+        if (!f8s2_exact(b, x7f, x1e)) break;
+        const V o = e5m2_e4m3_b(b, sat);
+        if (nt) MXP__STREAM256((V *)(void *)(d + i), o);
+        else _mm256_storeu_si256((V *)(void *)(d + i), o);
+    }
+    return i;
+}
+#define F8S2_NE(name, sat, nt)                                                                                     \
+    static __attribute__((noinline)) size_t name(unsigned char *d, const unsigned char *s, size_t i, size_t end) \
+    {                                                                                                          \
+        return f8s2_ne(d, s, i, end, sat, nt);                                                                 \
+    }
+F8S2_NE(f8s2_ne_00, 0, 0)
+F8S2_NE(f8s2_ne_01, 0, 1)
+F8S2_NE(f8s2_ne_10, 1, 0)
+F8S2_NE(f8s2_ne_11, 1, 1)
+#undef F8S2_NE
+#undef F8S2_STEPS
 /* elements i .. end (multiples of 32 apart), one block of 2^32 indices (key; element i's low
  * index half lo, a multiple of 4); e4: to e4m3fn */
 static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                                  uint64_t key, int e4, int sat, int nt)
 {
-    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(8u * MXP__SR_W);
-    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
-    /* the Weyl states of words lo / 4 .. lo / 4 + 7 */
-    V x = v_add(v_set1((lo >> 2) * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
-    for (; i < end; i += 32) {
-        if (nt) avx2_pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
-        V rb = sr_finish(sr_words_hi(x, khi, m1, m2)); /* the 32 elements' random bytes */
-        x = v_add(x, step);
-        if (e4) rb = _mm256_xor_si256(rb, _mm256_set1_epi8((char)0x80));
-        const V b = _mm256_loadu_si256((const V *)(const void *)(s + i));
-        const V o = e4 ? f8s2_e4m3(b, rb, sat) : f8s2_e5m2(b, rb);
-        if (nt) MXP__STREAM256((V *)(void *)(d + i), o);
-        else _mm256_storeu_si256((V *)(void *)(d + i), o);
+    if (!e4) {
+        f8s2_steps(d, s, i, end, lo >> 2, key, 0, 0, nt);
+        return;
+    }
+    /* e5m2 -> e4m3fn: the steps in which no lane drops bits are nearest-even's and need no random
+     * bytes. Chunks of 64 steps; where more than 4 runs of steps with random bytes interrupt a
+     * chunk's nearest-even ones (each costs two mispredicted branches), the next 8 chunks hash
+     * every step without looking (`dense`), and then the split is tried again. */
+    const size_t i0 = i;
+    unsigned dense = 0;
+    while (i < end) {
+        const size_t ce = end - i > 64 * 32 ? i + 64 * 32 : end;
+        if (dense) {
+            const uint32_t w = (uint32_t)((lo + (i - i0)) >> 2);
+            i = sat ? (nt ? f8s2_steps_211(d, s, i, ce, w, key) : f8s2_steps_210(d, s, i, ce, w, key))
+                    : (nt ? f8s2_steps_201(d, s, i, ce, w, key) : f8s2_steps_200(d, s, i, ce, w, key));
+            dense--;
+            continue;
+        }
+        size_t runs = 0, hashed = 0;
+        while (i < ce) {
+            i = sat ? (nt ? f8s2_ne_11(d, s, i, ce) : f8s2_ne_10(d, s, i, ce))
+                    : (nt ? f8s2_ne_01(d, s, i, ce) : f8s2_ne_00(d, s, i, ce));
+            if (i == ce) break;
+            runs++;
+            const uint32_t w = (uint32_t)((lo + (i - i0)) >> 2);
+            const size_t from = i;
+            i = sat ? (nt ? f8s2_steps_111(d, s, i, ce, w, key) : f8s2_steps_110(d, s, i, ce, w, key))
+                    : (nt ? f8s2_steps_101(d, s, i, ce, w, key) : f8s2_steps_100(d, s, i, ce, w, key));
+            hashed += (i - from) / 32;
+        }
+        if (runs > 4 || hashed > 32) dense = 8;
     }
 }
 static SIMD_INLINE void f8s2_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int e4)
