@@ -2214,14 +2214,21 @@ F8V(cvt_e4m3_e5m2_vbmi__avx512, F8V_E5M2_E4M3, 1)
  * direction is registered only if both agree.
  */
 static _Alignas(64) unsigned char f8s_tab[MXP__F8S_N][2][128]; /* kernels.h's mxp__f8s_fill */
-/* elements i .. end (a multiple of 64 later), one block of 2^32 indices (key; element i's low
- * index half lo, a multiple of 4) */
-MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
-                              uint64_t key, const unsigned char *tab, int nt)
+/* e5m2 -> e4m3fn: the lanes of x whose magnitude (1 .. 31) drops bits */
+MXP_VBMI_FN PRIM __mmask64 f8s_drops(V x, V x7f, V x1f)
+{
+    return _mm512_cmplt_epu8_mask(_mm512_sub_epi8(_mm512_and_si512(x, x7f), _mm512_set1_epi8(1)), x1f);
+}
+/* elements i .. end (a multiple of 64 later), one block of 2^32 indices (key; element i's word
+ * index w, element i a word's first byte). stop: e5m2 -> e4m3fn, the steps end at the first
+ * after i none of whose lanes drops bits (f8s_drops). Returns where they ended. */
+MXP_VBMI_FN PRIM size_t f8s_steps(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t w,
+                                  uint64_t key, const unsigned char *tab, int nt, int stop)
 {
     const V t0 = _mm512_load_si512(tab), t1 = _mm512_load_si512(tab + 64);
     const V g0 = _mm512_load_si512(tab + 128), g1 = _mm512_load_si512(tab + 192);
     const V sg = _mm512_set1_epi8((char)0x80), one = _mm512_set1_epi8(1);
+    const V x7f = _mm512_set1_epi8(0x7F), x1f = _mm512_set1_epi8(31);
     V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(16u * MXP__SR_W);
     V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
 #ifdef MXP_SIMD_PIN
@@ -2231,16 +2238,66 @@ MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i
     MXP_SIMD_PIN(m2);
 #endif
     const int pf = nt && PF_L2; /* Intel only: 0.319 -> 0.141 ns/element at 2^26 (session 30) */
-    /* the Weyl states of words lo / 4 .. lo / 4 + 15 */
-    V il = v_add(v_set1((lo >> 2) * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    /* the Weyl states of words w .. w + 15 */
+    V il = v_add(v_set1(w * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    const size_t first = i; /* taken whatever its lanes: the caller found one that drops bits */
     for (; i < end; i += 64) {
+        const V x = _mm512_loadu_si512(s + i);
+        if (stop && !f8s_drops(x, x7f, x1f) && i != first) break;
         const V rt = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 64 elements' random bytes */
         il = v_add(il, step);
-        const V x = _mm512_loadu_si512(s + i);
         if (pf) pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
         const V dn = _mm512_permutex2var_epi8(t0, x, t1);
         const __mmask64 up = _mm512_cmpgt_epu8_mask(rt, _mm512_permutex2var_epi8(g0, x, g1));
         st64(d + i, _mm512_ternarylogic_epi32(_mm512_mask_add_epi8(dn, up, dn, one), x, sg, 0xF8), nt);
+    }
+    return i;
+}
+/* e5m2 -> e4m3fn's steps none of whose lanes drops bits, from i to the first that has one (or
+ * end): the code toward zero (table 0) with the sign; returns where they ended */
+MXP_VBMI_FN PRIM size_t f8s_ne(unsigned char *d, const unsigned char *s, size_t i, size_t end,
+                               const unsigned char *tab, int nt)
+{
+    const V t0 = _mm512_load_si512(tab), t1 = _mm512_load_si512(tab + 64);
+    const V sg = _mm512_set1_epi8((char)0x80), x7f = _mm512_set1_epi8(0x7F), x1f = _mm512_set1_epi8(31);
+    const int pf = nt && PF_L2;
+    for (; i < end; i += 64) {
+        const V x = _mm512_loadu_si512(s + i);
+        if (f8s_drops(x, x7f, x1f)) break;
+        if (pf) pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
+        st64(d + i, _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t0, x, t1), x, sg, 0xF8), nt);
+    }
+    return i;
+}
+/* elements i .. end (a multiple of 64 later), one block of 2^32 indices (key; element i's low
+ * index half lo, a multiple of 4); e4: e5m2 -> e4m3fn, whose steps with no lane that drops bits
+ * take f8s_ne, in chunks as cvt_avx2.c's f8s2_run (there the numbers) */
+MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
+                              uint64_t key, const unsigned char *tab, int nt, int e4)
+{
+    if (!e4) {
+        f8s_steps(d, s, i, end, lo >> 2, key, tab, nt, 0);
+        return;
+    }
+    const size_t i0 = i;
+    unsigned dense = 0;
+    while (i < end) {
+        const size_t ce = end - i > 64 * 64 ? i + 64 * 64 : end;
+        if (dense) {
+            i = f8s_steps(d, s, i, ce, (uint32_t)((lo + (i - i0)) >> 2), key, tab, nt, 0);
+            dense--;
+            continue;
+        }
+        size_t runs = 0, hashed = 0;
+        while (i < ce) {
+            i = f8s_ne(d, s, i, ce, tab, nt);
+            if (i == ce) break;
+            runs++;
+            const size_t from = i;
+            i = f8s_steps(d, s, i, ce, (uint32_t)((lo + (i - i0)) >> 2), key, tab, nt, 1);
+            hashed += (i - from) / 64;
+        }
+        if (runs > 8 || hashed > 32) dense = 8; /* 64-lane steps: twice AVX2's runs on the same data */
     }
 }
 MXP_VBMI_FN PRIM void f8s_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int e4)
@@ -2267,8 +2324,13 @@ MXP_VBMI_FN PRIM void f8s_loop(void *dst, const void *src, size_t n, const mxp__
             i += 64;
             continue;
         }
-        if (nt) f8s_run(d, s, i, end, lo, key, tab, 1);
-        else f8s_run(d, s, i, end, lo, key, tab, 0);
+        if (e4) {
+            if (nt) f8s_run(d, s, i, end, lo, key, tab, 1, 1);
+            else f8s_run(d, s, i, end, lo, key, tab, 0, 1);
+        } else {
+            if (nt) f8s_run(d, s, i, end, lo, key, tab, 1, 0);
+            else f8s_run(d, s, i, end, lo, key, tab, 0, 0);
+        }
         i = end;
     }
     if (nt && !a->stream) _mm_sfence(); /* a->stream: the caller fences */
