@@ -2208,7 +2208,13 @@ F8V(cvt_e4m3_e5m2_vbmi__avx512, F8V_E5M2_E4M3, 1)
  * had a word of its own: four hashes of 16 words and two VPERMT2B gathering their top bytes per
  * 64 elements; Intel Xeon (CPU 4), medians of three alternating runs, ns/element in cache / at
  * 2^26: e4m3fn -> e5m2 0.132 / 0.194 -> 0.053 / 0.090, e5m2 -> e4m3fn 0.132 / 0.203 -> 0.053 /
- * 0.113 (nearest-even: 0.022 / 0.09-0.12). The
+ * 0.113 (nearest-even: 0.022 / 0.09-0.12). Since session 47, e5m2 -> e4m3fn takes a step none
+ * of whose lanes drops bits (magnitudes 0 and >= 32) by table 0 and the sign alone, without
+ * random bytes (f8s_ne; f8s_run splits the steps as cvt_avx2.c's f8s2_run, with more runs allowed
+ * per chunk: a step of 64 lanes has a lane that rounds twice as often). Same CPU, medians of five
+ * alternating runs, in cache / at 2^26: uniform data 0.052 / 0.074 -> 0.027 / 0.074 (nearest-even
+ * 0.022 / 0.077), ReLU data 0.052 -> 0.025 in cache, N(0, 1) unchanged (0.050-0.051 / 0.074-0.075),
+ * N(0, 10^-4) in cache 0.051 -> 0.054. The
  * tables are derived from the reference's values and checked at registration against the
  * reference on 4096 elements (kernels.h's mxp__f8s_fill, which cvt_avx2.c's kernels use too); a
  * direction is registered only if both agree.
