@@ -1159,6 +1159,33 @@ F8S2_NE(f8s2_ne_10, 1, 0)
 F8S2_NE(f8s2_ne_11, 1, 1)
 #undef F8S2_NE
 #undef F8S2_STEPS
+/* e5m2 -> e4m3fn's run for sr_split_run (cvt_simd_impl.h): the destination and source, element
+ * i0's low index half lo (a multiple of 4), the key of the run's 2^32 indices */
+typedef struct {
+    unsigned char *d;
+    const unsigned char *s;
+    size_t i0;
+    uint32_t lo;
+    uint64_t key;
+} f8s2_ctx;
+#define F8S2_CB(sat, nt)                                                                                 \
+    static size_t f8s2_ne_cb##sat##nt(const void *ctx, size_t i, size_t end)                             \
+    {                                                                                                    \
+        const f8s2_ctx *c = (const f8s2_ctx *)ctx;                                                       \
+        return f8s2_ne_##sat##nt(c->d, c->s, i, end);                                                    \
+    }                                                                                                    \
+    static size_t f8s2_hashed_cb##sat##nt(const void *ctx, size_t i, size_t end, int stop)                \
+    {                                                                                                    \
+        const f8s2_ctx *c = (const f8s2_ctx *)ctx;                                                       \
+        const uint32_t w = (uint32_t)((c->lo + (i - c->i0)) >> 2);                                       \
+        return stop ? f8s2_steps_1##sat##nt(c->d, c->s, i, end, w, c->key)                              \
+                    : f8s2_steps_2##sat##nt(c->d, c->s, i, end, w, c->key);                             \
+    }
+F8S2_CB(0, 0)
+F8S2_CB(0, 1)
+F8S2_CB(1, 0)
+F8S2_CB(1, 1)
+#undef F8S2_CB
 /* elements i .. end (multiples of 32 apart), one block of 2^32 indices (key; element i's low
  * index half lo, a multiple of 4); e4: to e4m3fn */
 static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
@@ -1169,33 +1196,14 @@ static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_
         return;
     }
     /* e5m2 -> e4m3fn: the steps in which no lane drops bits are nearest-even's and need no random
-     * bytes. Chunks of 64 steps; where more than 4 runs of steps with random bytes interrupt a
-     * chunk's nearest-even ones (each costs two mispredicted branches), the next 8 chunks hash
-     * every step without looking (`dense`), and then the split is tried again. */
-    const size_t i0 = i;
-    unsigned dense = 0;
-    while (i < end) {
-        const size_t ce = end - i > 64 * 32 ? i + 64 * 32 : end;
-        if (dense) {
-            const uint32_t w = (uint32_t)((lo + (i - i0)) >> 2);
-            i = sat ? (nt ? f8s2_steps_211(d, s, i, ce, w, key) : f8s2_steps_210(d, s, i, ce, w, key))
-                    : (nt ? f8s2_steps_201(d, s, i, ce, w, key) : f8s2_steps_200(d, s, i, ce, w, key));
-            dense--;
-            continue;
-        }
-        size_t runs = 0, hashed = 0;
-        while (i < ce) {
-            i = sat ? (nt ? f8s2_ne_11(d, s, i, ce) : f8s2_ne_10(d, s, i, ce))
-                    : (nt ? f8s2_ne_01(d, s, i, ce) : f8s2_ne_00(d, s, i, ce));
-            if (i == ce) break;
-            runs++;
-            const uint32_t w = (uint32_t)((lo + (i - i0)) >> 2);
-            const size_t from = i;
-            i = sat ? (nt ? f8s2_steps_111(d, s, i, ce, w, key) : f8s2_steps_110(d, s, i, ce, w, key))
-                    : (nt ? f8s2_steps_101(d, s, i, ce, w, key) : f8s2_steps_100(d, s, i, ce, w, key));
-            hashed += (i - from) / 32;
-        }
-        if (runs > 4 || hashed > 32) dense = 8;
+     * bytes; more than 4 runs of the others in a chunk of 64 steps, and it hashes every step */
+    const f8s2_ctx c = {d, s, i, lo, key};
+    if (sat) {
+        if (nt) sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb11, f8s2_hashed_cb11);
+        else sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb10, f8s2_hashed_cb10);
+    } else {
+        if (nt) sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb01, f8s2_hashed_cb01);
+        else sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb00, f8s2_hashed_cb00);
     }
 }
 static SIMD_INLINE void f8s2_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int e4)

@@ -2275,9 +2275,36 @@ MXP_VBMI_FN PRIM size_t f8s_ne(unsigned char *d, const unsigned char *s, size_t 
     }
     return i;
 }
+/* e5m2 -> e4m3fn's run for sr_split_run (cvt_simd_impl.h): as cvt_avx2.c's f8s2_ctx, with the
+ * tables */
+typedef struct {
+    unsigned char *d;
+    const unsigned char *s;
+    size_t i0;
+    uint32_t lo;
+    uint64_t key;
+    const unsigned char *tab;
+} f8s_ctx;
+#define F8S_CB(nt)                                                                                      \
+    MXP_VBMI_FN static size_t f8s_ne_cb##nt(const void *ctx, size_t i, size_t end)                      \
+    {                                                                                                   \
+        const f8s_ctx *c = (const f8s_ctx *)ctx;                                                        \
+        return f8s_ne(c->d, c->s, i, end, c->tab, nt);                                                  \
+    }                                                                                                   \
+    MXP_VBMI_FN static size_t f8s_hashed_cb##nt(const void *ctx, size_t i, size_t end, int stop)         \
+    {                                                                                                   \
+        const f8s_ctx *c = (const f8s_ctx *)ctx;                                                        \
+        const uint32_t w = (uint32_t)((c->lo + (i - c->i0)) >> 2);                                      \
+        return stop ? f8s_steps(c->d, c->s, i, end, w, c->key, c->tab, nt, 1)                          \
+                    : f8s_steps(c->d, c->s, i, end, w, c->key, c->tab, nt, 0);                         \
+    }
+F8S_CB(0)
+F8S_CB(1)
+#undef F8S_CB
 /* elements i .. end (a multiple of 64 later), one block of 2^32 indices (key; element i's low
  * index half lo, a multiple of 4); e4: e5m2 -> e4m3fn, whose steps with no lane that drops bits
- * take f8s_ne, in chunks as cvt_avx2.c's f8s2_run (there the numbers) */
+ * take f8s_ne (sr_split_run; a step of 64 lanes has a lane that rounds twice as often as AVX2's
+ * 32, so a chunk may have 8 runs of the others) */
 MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                               uint64_t key, const unsigned char *tab, int nt, int e4)
 {
@@ -2285,26 +2312,9 @@ MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i
         f8s_steps(d, s, i, end, lo >> 2, key, tab, nt, 0);
         return;
     }
-    const size_t i0 = i;
-    unsigned dense = 0;
-    while (i < end) {
-        const size_t ce = end - i > 64 * 64 ? i + 64 * 64 : end;
-        if (dense) {
-            i = f8s_steps(d, s, i, ce, (uint32_t)((lo + (i - i0)) >> 2), key, tab, nt, 0);
-            dense--;
-            continue;
-        }
-        size_t runs = 0, hashed = 0;
-        while (i < ce) {
-            i = f8s_ne(d, s, i, ce, tab, nt);
-            if (i == ce) break;
-            runs++;
-            const size_t from = i;
-            i = f8s_steps(d, s, i, ce, (uint32_t)((lo + (i - i0)) >> 2), key, tab, nt, 1);
-            hashed += (i - from) / 64;
-        }
-        if (runs > 8 || hashed > 32) dense = 8; /* 64-lane steps: twice AVX2's runs on the same data */
-    }
+    const f8s_ctx c = {d, s, i, lo, key, tab};
+    if (nt) sr_split_run(&c, i, end, 64, 8, f8s_ne_cb1, f8s_hashed_cb1);
+    else sr_split_run(&c, i, end, 64, 8, f8s_ne_cb0, f8s_hashed_cb0);
 }
 MXP_VBMI_FN PRIM void f8s_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int e4)
 {

@@ -547,6 +547,43 @@ static SIMD_INLINE size_t sr_start(uint64_t index0, const unsigned char *d, size
 }
 
 /*
+ * A stochastic run whose steps may need no random bits (e5m2 -> e4m3fn: a step none of whose
+ * lanes drops bits is nearest-even's; the words are counters, so skipping some changes no other
+ * element's result). Elements i .. end, `step` (a power of two) per step, a multiple of it apart,
+ * go in chunks of 64 steps: ne(ctx, i, ce) takes the steps up to the first that needs random bits
+ * (returns it, or ce), hashed(ctx, i, ce, 1) the steps from there up to the next that needs none
+ * (the first whatever its lanes, so that the two can never hand one step back and forth). A chunk
+ * with more than maxruns such runs (two mispredicted branches each) or more than half its steps
+ * hashed sends the next 8 chunks to hashed(ctx, i, ce, 0), which hashes every step without
+ * looking; then the split is tried again. The ISA files' numbers: cvt_avx2.c's f8s2_run.
+ */
+typedef size_t (*sr_split_ne_fn)(const void *ctx, size_t i, size_t end);
+typedef size_t (*sr_split_hashed_fn)(const void *ctx, size_t i, size_t end, int stop);
+static SIMD_INLINE void sr_split_run(const void *ctx, size_t i, size_t end, size_t step, size_t maxruns,
+                                     sr_split_ne_fn ne, sr_split_hashed_fn hashed)
+{
+    unsigned dense = 0;
+    while (i < end) {
+        const size_t ce = end - i > 64 * step ? i + 64 * step : end;
+        if (dense) {
+            i = hashed(ctx, i, ce, 0);
+            dense--;
+            continue;
+        }
+        size_t runs = 0, nhashed = 0;
+        while (i < ce) {
+            i = ne(ctx, i, ce);
+            if (i == ce) break;
+            runs++;
+            const size_t from = i;
+            i = hashed(ctx, i, ce, 1);
+            nhashed += (i - from) / step;
+        }
+        if (runs > maxruns || nhashed > 32) dense = 8;
+    }
+}
+
+/*
  * float32 -> narrow, 2*VL elements per step. Stochastic rounding computes the key of the high
  * half of the index once per run of indices that share it; a direct caller that straddles a
  * multiple of 2^32 is split there (the few elements of a straddling block go to the scalar
