@@ -1159,27 +1159,18 @@ F8S2_NE(f8s2_ne_10, 1, 0)
 F8S2_NE(f8s2_ne_11, 1, 1)
 #undef F8S2_NE
 #undef F8S2_STEPS
-/* e5m2 -> e4m3fn's run for sr_split_run (cvt_simd_impl.h): the destination and source, element
- * i0's low index half lo (a multiple of 4), the key of the run's 2^32 indices */
-typedef struct {
-    unsigned char *d;
-    const unsigned char *s;
-    size_t i0;
-    uint32_t lo;
-    uint64_t key;
-} f8s2_ctx;
-#define F8S2_CB(sat, nt)                                                                                 \
-    static size_t f8s2_ne_cb##sat##nt(const void *ctx, size_t i, size_t end)                             \
-    {                                                                                                    \
-        const f8s2_ctx *c = (const f8s2_ctx *)ctx;                                                       \
-        return f8s2_ne_##sat##nt(c->d, c->s, i, end);                                                    \
-    }                                                                                                    \
-    static size_t f8s2_hashed_cb##sat##nt(const void *ctx, size_t i, size_t end, int stop)                \
-    {                                                                                                    \
-        const f8s2_ctx *c = (const f8s2_ctx *)ctx;                                                       \
-        const uint32_t w = (uint32_t)((c->lo + (i - c->i0)) >> 2);                                       \
-        return stop ? f8s2_steps_1##sat##nt(c->d, c->s, i, end, w, c->key)                              \
-                    : f8s2_steps_2##sat##nt(c->d, c->s, i, end, w, c->key);                             \
+#define F8S2_CB(sat, nt)                                                                   \
+    static size_t f8s2_ne_cb##sat##nt(const void *ctx, size_t i, size_t end)               \
+    {                                                                                      \
+        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                 \
+        return f8s2_ne_##sat##nt(c->d, c->s, i, end);                                      \
+    }                                                                                      \
+    static size_t f8s2_hashed_cb##sat##nt(const void *ctx, size_t i, size_t end, int stop) \
+    {                                                                                      \
+        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                 \
+        const uint32_t w = sr_split_word(c, i);                                            \
+        return stop ? f8s2_steps_1##sat##nt(c->d, c->s, i, end, w, c->key)                 \
+                    : f8s2_steps_2##sat##nt(c->d, c->s, i, end, w, c->key);                \
     }
 F8S2_CB(0, 0)
 F8S2_CB(0, 1)
@@ -1197,7 +1188,7 @@ static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_
     }
     /* e5m2 -> e4m3fn: the steps in which no lane drops bits are nearest-even's and need no random
      * bytes; more than 4 runs of the others in a chunk of 64 steps, and it hashes every step */
-    const f8s2_ctx c = {d, s, i, lo, key};
+    const sr_split_ctx c = {d, s, i, lo, key, NULL};
     if (sat) {
         if (nt) sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb11, f8s2_hashed_cb11);
         else sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb10, f8s2_hashed_cb10);

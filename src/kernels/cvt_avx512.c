@@ -2275,28 +2275,18 @@ MXP_VBMI_FN PRIM size_t f8s_ne(unsigned char *d, const unsigned char *s, size_t 
     }
     return i;
 }
-/* e5m2 -> e4m3fn's run for sr_split_run (cvt_simd_impl.h): as cvt_avx2.c's f8s2_ctx, with the
- * tables */
-typedef struct {
-    unsigned char *d;
-    const unsigned char *s;
-    size_t i0;
-    uint32_t lo;
-    uint64_t key;
-    const unsigned char *tab;
-} f8s_ctx;
-#define F8S_CB(nt)                                                                                      \
-    MXP_VBMI_FN static size_t f8s_ne_cb##nt(const void *ctx, size_t i, size_t end)                      \
-    {                                                                                                   \
-        const f8s_ctx *c = (const f8s_ctx *)ctx;                                                        \
-        return f8s_ne(c->d, c->s, i, end, c->tab, nt);                                                  \
-    }                                                                                                   \
-    MXP_VBMI_FN static size_t f8s_hashed_cb##nt(const void *ctx, size_t i, size_t end, int stop)         \
-    {                                                                                                   \
-        const f8s_ctx *c = (const f8s_ctx *)ctx;                                                        \
-        const uint32_t w = (uint32_t)((c->lo + (i - c->i0)) >> 2);                                      \
-        return stop ? f8s_steps(c->d, c->s, i, end, w, c->key, c->tab, nt, 1)                          \
-                    : f8s_steps(c->d, c->s, i, end, w, c->key, c->tab, nt, 0);                         \
+#define F8S_CB(nt)                                                                               \
+    MXP_VBMI_FN static size_t f8s_ne_cb##nt(const void *ctx, size_t i, size_t end)               \
+    {                                                                                            \
+        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                       \
+        return f8s_ne(c->d, c->s, i, end, c->tab, nt);                                           \
+    }                                                                                            \
+    MXP_VBMI_FN static size_t f8s_hashed_cb##nt(const void *ctx, size_t i, size_t end, int stop) \
+    {                                                                                            \
+        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                       \
+        const uint32_t w = sr_split_word(c, i);                                                  \
+        return stop ? f8s_steps(c->d, c->s, i, end, w, c->key, c->tab, nt, 1)                    \
+                    : f8s_steps(c->d, c->s, i, end, w, c->key, c->tab, nt, 0);                   \
     }
 F8S_CB(0)
 F8S_CB(1)
@@ -2312,7 +2302,7 @@ MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i
         f8s_steps(d, s, i, end, lo >> 2, key, tab, nt, 0);
         return;
     }
-    const f8s_ctx c = {d, s, i, lo, key, tab};
+    const sr_split_ctx c = {d, s, i, lo, key, tab};
     if (nt) sr_split_run(&c, i, end, 64, 8, f8s_ne_cb1, f8s_hashed_cb1);
     else sr_split_run(&c, i, end, 64, 8, f8s_ne_cb0, f8s_hashed_cb0);
 }

@@ -557,6 +557,23 @@ static SIMD_INLINE size_t sr_start(uint64_t index0, const unsigned char *d, size
  * hashed sends the next 8 chunks to hashed(ctx, i, ce, 0), which hashes every step without
  * looking; then the split is tried again. The ISA files' numbers: cvt_avx2.c's f8s2_run.
  */
+/* a float8 run's state for the callbacks: destination, source, the run's first element i0 and
+ * its low index half lo (a multiple of 4), the key of its 2^32 indices, the ISA's tables (or
+ * NULL) */
+typedef struct {
+    unsigned char *d;
+    const unsigned char *s;
+    size_t i0;
+    uint32_t lo;
+    uint64_t key;
+    const unsigned char *tab;
+} sr_split_ctx;
+/* the index of the random word whose first byte is element i's (kernels.h's mxp__sr_bits_src:
+ * four float8 elements per word; i - i0 a multiple of 4) */
+static SIMD_INLINE uint32_t sr_split_word(const sr_split_ctx *c, size_t i)
+{
+    return (uint32_t)((c->lo + (i - c->i0)) >> 2);
+}
 typedef size_t (*sr_split_ne_fn)(const void *ctx, size_t i, size_t end);
 typedef size_t (*sr_split_hashed_fn)(const void *ctx, size_t i, size_t end, int stop);
 static SIMD_INLINE void sr_split_run(const void *ctx, size_t i, size_t end, size_t step, size_t maxruns,
