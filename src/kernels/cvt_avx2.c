@@ -1187,7 +1187,8 @@ static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_
         return;
     }
     /* e5m2 -> e4m3fn: the steps in which no lane drops bits are nearest-even's and need no random
-     * bytes; more than 4 runs of the others in a chunk of 64 steps, and it hashes every step */
+     * bytes (sr_split_run; after a chunk of 64 steps with more than 4 runs of the others, the next
+     * 8 chunks hash every step) */
     const sr_split_ctx c = {d, s, i, lo, key, NULL};
     if (sat) {
         if (nt) sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb11, f8s2_hashed_cb11);

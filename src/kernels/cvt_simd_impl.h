@@ -555,7 +555,8 @@ static SIMD_INLINE size_t sr_start(uint64_t index0, const unsigned char *d, size
  * (the first whatever its lanes, so that the two can never hand one step back and forth). A chunk
  * with more than maxruns such runs (two mispredicted branches each) or more than half its steps
  * hashed sends the next 8 chunks to hashed(ctx, i, ce, 0), which hashes every step without
- * looking; then the split is tried again. The ISA files' numbers: cvt_avx2.c's f8s2_run.
+ * looking; then the split is tried again. Measured: the comments above cvt_avx2.c's f8s2_lut and
+ * cvt_avx512.c's f8s_tab.
  */
 /* a float8 run's state for the callbacks: destination, source, the run's first element i0 and
  * its low index half lo (a multiple of 4), the key of its 2^32 indices, the ISA's tables (or
