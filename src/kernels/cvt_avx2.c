@@ -1117,22 +1117,6 @@ static SIMD_INLINE size_t f8s2_steps(unsigned char *d, const unsigned char *s, s
     }
     return i;
 }
-/* e5m2 -> e4m3fn's steps with random bytes, a function of their own so that the compiler keeps
- * the constants of each loop in registers (in one function, gcc 12 spilled and rebuilt them) */
-#define F8S2_STEPS(name, e4, sat, nt)                                                                              \
-    static __attribute__((noinline)) size_t name(unsigned char *d, const unsigned char *s, size_t i, size_t end, \
-                                                 uint32_t w, uint64_t key)                                      \
-    {                                                                                                          \
-        return f8s2_steps(d, s, i, end, w, key, e4, sat, nt);                                                  \
-    }
-F8S2_STEPS(f8s2_steps_100, 1, 0, 0)
-F8S2_STEPS(f8s2_steps_101, 1, 0, 1)
-F8S2_STEPS(f8s2_steps_110, 1, 1, 0)
-F8S2_STEPS(f8s2_steps_111, 1, 1, 1)
-F8S2_STEPS(f8s2_steps_200, 2, 0, 0)
-F8S2_STEPS(f8s2_steps_201, 2, 0, 1)
-F8S2_STEPS(f8s2_steps_210, 2, 1, 0)
-F8S2_STEPS(f8s2_steps_211, 2, 1, 1)
 /* e5m2 -> e4m3fn's nearest-even steps, from i up to the first with a lane that drops bits (or
  * end); returns it */
 static SIMD_INLINE size_t f8s2_ne(unsigned char *d, const unsigned char *s, size_t i, size_t end, int sat, int nt)
@@ -1148,29 +1132,23 @@ static SIMD_INLINE size_t f8s2_ne(unsigned char *d, const unsigned char *s, size
     }
     return i;
 }
-#define F8S2_NE(name, sat, nt)                                                                                     \
-    static __attribute__((noinline)) size_t name(unsigned char *d, const unsigned char *s, size_t i, size_t end) \
-    {                                                                                                          \
-        return f8s2_ne(d, s, i, end, sat, nt);                                                                 \
-    }
-F8S2_NE(f8s2_ne_00, 0, 0)
-F8S2_NE(f8s2_ne_01, 0, 1)
-F8S2_NE(f8s2_ne_10, 1, 0)
-F8S2_NE(f8s2_ne_11, 1, 1)
-#undef F8S2_NE
-#undef F8S2_STEPS
-#define F8S2_CB(sat, nt)                                                                   \
-    static size_t f8s2_ne_cb##sat##nt(const void *ctx, size_t i, size_t end)               \
-    {                                                                                      \
-        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                 \
-        return f8s2_ne_##sat##nt(c->d, c->s, i, end);                                      \
-    }                                                                                      \
-    static size_t f8s2_hashed_cb##sat##nt(const void *ctx, size_t i, size_t end, int stop) \
-    {                                                                                      \
-        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                 \
-        const uint32_t w = sr_split_word(c, i);                                            \
-        return stop ? f8s2_steps_1##sat##nt(c->d, c->s, i, end, w, c->key)                 \
-                    : f8s2_steps_2##sat##nt(c->d, c->s, i, end, w, c->key);                \
+/* sr_split_run's callbacks (cvt_simd_impl.h), each loop a function of its own so that the
+ * compiler keeps its constants in registers (in one function, gcc 12 spilled and rebuilt them) */
+#define F8S2_CB(sat, nt)                                                                                   \
+    static __attribute__((noinline)) size_t f8s2_ne_cb##sat##nt(const void *ctx, size_t i, size_t end)     \
+    {                                                                                                      \
+        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                                 \
+        return f8s2_ne(c->d, c->s, i, end, sat, nt);                                                       \
+    }                                                                                                      \
+    static __attribute__((noinline)) size_t f8s2_stop_cb##sat##nt(const void *ctx, size_t i, size_t end)   \
+    {                                                                                                      \
+        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                                 \
+        return f8s2_steps(c->d, c->s, i, end, sr_split_word(c, i), c->key, 1, sat, nt);                    \
+    }                                                                                                      \
+    static __attribute__((noinline)) size_t f8s2_all_cb##sat##nt(const void *ctx, size_t i, size_t end)    \
+    {                                                                                                      \
+        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                                 \
+        return f8s2_steps(c->d, c->s, i, end, sr_split_word(c, i), c->key, 2, sat, nt);                    \
     }
 F8S2_CB(0, 0)
 F8S2_CB(0, 1)
@@ -1191,11 +1169,11 @@ static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_
      * 8 chunks hash every step) */
     const sr_split_ctx c = {d, s, i, lo, key, NULL};
     if (sat) {
-        if (nt) sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb11, f8s2_hashed_cb11);
-        else sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb10, f8s2_hashed_cb10);
+        if (nt) sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb11, f8s2_stop_cb11, f8s2_all_cb11);
+        else sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb10, f8s2_stop_cb10, f8s2_all_cb10);
     } else {
-        if (nt) sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb01, f8s2_hashed_cb01);
-        else sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb00, f8s2_hashed_cb00);
+        if (nt) sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb01, f8s2_stop_cb01, f8s2_all_cb01);
+        else sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb00, f8s2_stop_cb00, f8s2_all_cb00);
     }
 }
 static SIMD_INLINE void f8s2_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int e4)

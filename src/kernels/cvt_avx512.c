@@ -2275,18 +2275,21 @@ MXP_VBMI_FN PRIM size_t f8s_ne(unsigned char *d, const unsigned char *s, size_t 
     }
     return i;
 }
-#define F8S_CB(nt)                                                                               \
-    MXP_VBMI_FN static size_t f8s_ne_cb##nt(const void *ctx, size_t i, size_t end)               \
-    {                                                                                            \
-        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                       \
-        return f8s_ne(c->d, c->s, i, end, c->tab, nt);                                           \
-    }                                                                                            \
-    MXP_VBMI_FN static size_t f8s_hashed_cb##nt(const void *ctx, size_t i, size_t end, int stop) \
-    {                                                                                            \
-        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                       \
-        const uint32_t w = sr_split_word(c, i);                                                  \
-        return stop ? f8s_steps(c->d, c->s, i, end, w, c->key, c->tab, nt, 1)                    \
-                    : f8s_steps(c->d, c->s, i, end, w, c->key, c->tab, nt, 0);                   \
+#define F8S_CB(nt)                                                                             \
+    MXP_VBMI_FN static size_t f8s_ne_cb##nt(const void *ctx, size_t i, size_t end)             \
+    {                                                                                          \
+        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                     \
+        return f8s_ne(c->d, c->s, i, end, c->tab, nt);                                         \
+    }                                                                                          \
+    MXP_VBMI_FN static size_t f8s_stop_cb##nt(const void *ctx, size_t i, size_t end)           \
+    {                                                                                          \
+        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                     \
+        return f8s_steps(c->d, c->s, i, end, sr_split_word(c, i), c->key, c->tab, nt, 1);      \
+    }                                                                                          \
+    MXP_VBMI_FN static size_t f8s_all_cb##nt(const void *ctx, size_t i, size_t end)            \
+    {                                                                                          \
+        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                     \
+        return f8s_steps(c->d, c->s, i, end, sr_split_word(c, i), c->key, c->tab, nt, 0);      \
     }
 F8S_CB(0)
 F8S_CB(1)
@@ -2303,8 +2306,8 @@ MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i
         return;
     }
     const sr_split_ctx c = {d, s, i, lo, key, tab};
-    if (nt) sr_split_run(&c, i, end, 64, 8, f8s_ne_cb1, f8s_hashed_cb1);
-    else sr_split_run(&c, i, end, 64, 8, f8s_ne_cb0, f8s_hashed_cb0);
+    if (nt) sr_split_run(&c, i, end, 64, 8, f8s_ne_cb1, f8s_stop_cb1, f8s_all_cb1);
+    else sr_split_run(&c, i, end, 64, 8, f8s_ne_cb0, f8s_stop_cb0, f8s_all_cb0);
 }
 MXP_VBMI_FN PRIM void f8s_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int e4)
 {

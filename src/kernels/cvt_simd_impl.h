@@ -551,10 +551,10 @@ static SIMD_INLINE size_t sr_start(uint64_t index0, const unsigned char *d, size
  * lanes drops bits is nearest-even's; the words are counters, so skipping some changes no other
  * element's result). Elements i .. end, `step` (a power of two) per step, a multiple of it apart,
  * go in chunks of 64 steps: ne(ctx, i, ce) takes the steps up to the first that needs random bits
- * (returns it, or ce), hashed(ctx, i, ce, 1) the steps from there up to the next that needs none
+ * (returns it, or ce), stop(ctx, i, ce) the steps from there up to the next that needs none
  * (the first whatever its lanes, so that the two can never hand one step back and forth). A chunk
  * with more than maxruns such runs (two mispredicted branches each) or more than half its steps
- * hashed sends the next 8 chunks to hashed(ctx, i, ce, 0), which hashes every step without
+ * hashed sends the next 8 chunks to all(ctx, i, ce), which hashes every step without
  * looking; then the split is tried again. Measured: the comments above cvt_avx2.c's f8s2_lut and
  * cvt_avx512.c's f8s_tab.
  */
@@ -576,15 +576,15 @@ static SIMD_INLINE uint32_t sr_split_word(const sr_split_ctx *c, size_t i)
     return (uint32_t)((c->lo + (i - c->i0)) >> 2);
 }
 typedef size_t (*sr_split_ne_fn)(const void *ctx, size_t i, size_t end);
-typedef size_t (*sr_split_hashed_fn)(const void *ctx, size_t i, size_t end, int stop);
+typedef size_t (*sr_split_hashed_fn)(const void *ctx, size_t i, size_t end);
 static SIMD_INLINE void sr_split_run(const void *ctx, size_t i, size_t end, size_t step, size_t maxruns,
-                                     sr_split_ne_fn ne, sr_split_hashed_fn hashed)
+                                     sr_split_ne_fn ne, sr_split_hashed_fn stop, sr_split_hashed_fn all)
 {
     unsigned dense = 0;
     while (i < end) {
         const size_t ce = end - i > 64 * step ? i + 64 * step : end;
         if (dense) {
-            i = hashed(ctx, i, ce, 0);
+            i = all(ctx, i, ce);
             dense--;
             continue;
         }
@@ -594,7 +594,7 @@ static SIMD_INLINE void sr_split_run(const void *ctx, size_t i, size_t end, size
             if (i == ce) break;
             runs++;
             const size_t from = i;
-            i = hashed(ctx, i, ce, 1);
+            i = stop(ctx, i, ce);
             nhashed += (i - from) / step;
         }
         if (runs > maxruns || nhashed > 32) dense = 8;
