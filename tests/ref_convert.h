@@ -332,8 +332,10 @@ static inline void ref_f32_bounds(const ref_table *t, uint32_t *bounds)
 /* The r of element `index` of a stochastic conversion from src, from the library's word hash
  * (kernels.h's mxp__sr_bits, the definition of the random stream) but picked apart here, not by
  * the library's mxp__sr_bits_src. With j = index's low half within its block of 2^32 indices:
- * from a float8 source four elements share the word of index j / 4 (same block), element index
- * taking its byte index % 4 (little-endian: byte 0 is the low byte) as the top byte of r; from a
+ * from an e4m3fn source 32 elements share the word of index j / 32 (same block), element index
+ * taking its bit index % 32 (bit 0 the least significant) as the top bit of r; from an e5m2
+ * source four share the word of index j / 4, element index taking its byte index % 4
+ * (little-endian: byte 0 is the low byte) as the top byte of r; from a
  * float16 or bfloat16 source two share the words of j / 2 and 2^31 + j / 2, each taking its half
  * (index % 2) of the first as the top half of r and of the second as the low half; every other
  * source has a word of its own. */
@@ -347,11 +349,17 @@ static inline uint32_t ref_sr_part(uint32_t word, unsigned part, unsigned bytes_
 }
 static inline uint32_t ref_sr_r(uint64_t seed, uint64_t index, mxp_dtype src)
 {
-    const unsigned per = src == MXP_FLOAT8_E4M3FN || src == MXP_FLOAT8_E5M2 ? 4u
-                         : src == MXP_FLOAT16 || src == MXP_BFLOAT16        ? 2u
-                                                                            : 1u;
+    const unsigned per = src == MXP_FLOAT8_E4M3FN                       ? 32u
+                         : src == MXP_FLOAT8_E5M2                       ? 4u
+                         : src == MXP_FLOAT16 || src == MXP_BFLOAT16    ? 2u
+                                                                        : 1u;
     if (per == 1) return mxp__sr_bits(seed, index);
     const uint64_t block = index & 0xFFFFFFFF00000000ull, j = index & 0xFFFFFFFFull;
+    if (per == 32) { /* the bit as a number: the word halved index % 32 times, odd or even */
+        uint32_t w = mxp__sr_bits(seed, block + j / 32);
+        for (unsigned k = 0; k < (unsigned)(index % 32); k++) w /= 2u;
+        return w % 2u ? 0x80000000u : 0u;
+    }
     const unsigned part = (unsigned)(index % per);
     if (per == 4) return ref_sr_part(mxp__sr_bits(seed, block + j / 4), part, 1) * 16777216u;
     return ref_sr_part(mxp__sr_bits(seed, block + j / 2), part, 2) * 65536u +

@@ -14,10 +14,12 @@
  *     conversions use: float16 takes the top 13, bfloat16 16, float8 20-21);
  *   - avalanche: flipping index bit k flips output bit b half of the time, for all 32 x 32;
  *   - seeds: the words of neighbouring seeds (s, s + 1) at the same index are independent.
- * The same battery runs on the bytes that elements of a float8 source draw (four neighbours
- * share a word, mxp__sr_bits_src), on their 8 bits, and on the words of a 16-bit source's
- * elements (two share two words, a half of each), on all 32: lags 1 to 3 then pair parts of one
- * word, and the avalanche flips the part an index picks as well as the word.
+ * The same battery runs on the bytes that elements of an e5m2 source draw (four neighbours
+ * share a word, mxp__sr_bits_src), on their 8 bits, on the bits of an e4m3fn source's elements
+ * (32 share a word, a bit each; the lags then pair single bits, and a serial test counts the
+ * 256 patterns of 8 neighbours' bits, across bytes and words), and on the words of a 16-bit
+ * source's elements (two share two words, a half of each), on all 32: lags 1 to 3 then pair
+ * parts of one word, and the avalanche flips the part an index picks as well as the word.
  * Each statistic is turned into a z score (a chi-square X with df degrees of freedom:
  * (X - df) / sqrt(2 df)); the battery's result is the worst |z|. The runs cover several seeds
  * and a window that straddles a 2^32 index boundary (where the key changes).
@@ -69,7 +71,7 @@ static uint32_t gen_no_weyl(uint64_t seed, uint64_t index)
     return mxp__sr_bits_k(mxp__sr_key(seed, (uint32_t)(index >> 32)), (uint32_t)index * SR_W_INV);
 }
 
-/* The r of a float8 source's elements (kernels.h's mxp__sr_bits_src): four neighbours share a
+/* The r of an e5m2 source's elements (kernels.h's mxp__sr_bits_src): four neighbours share a
  * word, one byte each, at the top of r. The battery runs on them with top = 8, and must fail on
  * control 3, where the four take the same byte (the word's top one), as a kernel that gathered
  * the wrong bytes would draw. */
@@ -79,6 +81,13 @@ static uint32_t gen_16(uint64_t seed, uint64_t index) { return mxp__sr_bits_src(
 static uint32_t gen_f8_same_byte(uint64_t seed, uint64_t index)
 {
     return mxp__sr_bits_src(seed, index | 3u, MXP_FLOAT8_E5M2); /* byte 3 for all four */
+}
+/* the r of an e4m3fn source's elements: 32 neighbours share a word, one bit each, at the top of
+ * r (top = 1); control 4 gives the 32 the same bit (the word's top one) and must fail */
+static uint32_t gen_e4_bits(uint64_t seed, uint64_t index) { return mxp__sr_bits_src(seed, index, MXP_FLOAT8_E4M3FN); }
+static uint32_t gen_e4_same_bit(uint64_t seed, uint64_t index)
+{
+    return mxp__sr_bits_src(seed, index | 31u, MXP_FLOAT8_E4M3FN);
 }
 
 #define N_WORDS (1u << 21)
@@ -111,7 +120,8 @@ static void note(worst *w, double z, const char *fmt, ...)
 }
 
 /* the battery on the words of (seed, index0 .. index0 + N_WORDS + MAX_LAG), of which the top
- * `top` bits are random (32, or 8 for the bytes of float8 sources; the rest are 0) */
+ * `top` bits are random (32; 8 for the bytes of e5m2 sources, 1 for the bits of e4m3fn ones; the
+ * rest are 0). The lag and seed tests take 4-bit fields, or the `top` bits when fewer. */
 static void battery_window(wordfn g, int top, uint64_t seed, uint64_t index0, worst *w)
 {
     const size_t n = N_WORDS, total = N_WORDS + MAX_LAG;
@@ -133,20 +143,34 @@ static void battery_window(wordfn g, int top, uint64_t seed, uint64_t index0, wo
     /* lags */
     static const uint32_t lags[] = {1, 2, 3, 4, 5, 7, 8, 16, 32, 64, 256, 1000, 4096, MAX_LAG};
     static const int fields[] = {28, 24, 20, 16, 12};
+    const int fw = top < 4 ? top : 4;                   /* field width */
+    const uint32_t fm = (1u << fw) - 1u, nc = 1u << 2 * fw; /* its mask, the cells of a pair */
     for (size_t l = 0; l < sizeof lags / sizeof lags[0]; l++) {
         for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
-            const int sh = fields[f];
-            if (sh < 32 - top) continue;
-            memset(cells, 0, 256 * sizeof *cells);
-            for (size_t i = 0; i < n; i++) cells[(r[i] >> sh & 15u) << 4 | (r[i + lags[l]] >> sh & 15u)]++;
-            note(w, chi2_z(cells, 256, (double)n), "seed %llx: lag %u, bits %d..%d", (unsigned long long)seed,
-                 (unsigned)lags[l], sh, sh + 3);
+            const int sh = top < 4 ? 32 - top : fields[f];
+            if (sh < 32 - top || (top < 4 && f > 0)) continue;
+            memset(cells, 0, nc * sizeof *cells);
+            for (size_t i = 0; i < n; i++) cells[(r[i] >> sh & fm) << fw | (r[i + lags[l]] >> sh & fm)]++;
+            note(w, chi2_z(cells, nc, (double)n), "seed %llx: lag %u, bits %d..%d", (unsigned long long)seed,
+                 (unsigned)lags[l], sh, sh + fw - 1);
         }
     }
+    /* serial (one bit per element): the patterns of 8 neighbours' bits, the windows starting at
+     * every element index = 3 mod 8, so that they straddle bytes and, now and then, words */
+    if (top == 1) {
+        memset(cells, 0, 256 * sizeof *cells);
+        size_t nw = 0;
+        for (size_t i = (size_t)((3u - index0 % 8u) % 8u); i + 8 <= n; i += 8, nw++) {
+            unsigned pat = 0;
+            for (size_t k = 0; k < 8; k++) pat = pat << 1 | r[i + k] >> 31;
+            cells[pat]++;
+        }
+        note(w, chi2_z(cells, 256, (double)nw), "seed %llx: 8 neighbours' bits", (unsigned long long)seed);
+    }
     /* seeds s and s + 1 at the same indices */
-    memset(cells, 0, 256 * sizeof *cells);
-    for (size_t i = 0; i < n; i++) cells[(r[i] >> 28) << 4 | g(seed + 1, index0 + i) >> 28]++;
-    note(w, chi2_z(cells, 256, (double)n), "seeds %llx and +1: top 4 bits", (unsigned long long)seed);
+    memset(cells, 0, nc * sizeof *cells);
+    for (size_t i = 0; i < n; i++) cells[(r[i] >> (32 - fw)) << fw | g(seed + 1, index0 + i) >> (32 - fw)]++;
+    note(w, chi2_z(cells, nc, (double)n), "seeds %llx and +1: top %d bits", (unsigned long long)seed, fw);
     free(r);
     free(cells);
 }
@@ -223,6 +247,8 @@ static const battery_case cases[] = {
     {gen_f8, 8, "float8 source bytes", 0},
     {gen_16, 32, "16-bit source words", 0},
     {gen_f8_same_byte, 8, "the shared bytes", 1},
+    {gen_e4_bits, 1, "e4m3fn source bits", 0},
+    {gen_e4_same_bit, 1, "the shared bits", 1},
 };
 
 static void run_case(void **state)
@@ -267,6 +293,8 @@ int main(void)
         {"float8_bytes_pass", run_case, NULL, NULL, (void *)&cases[3]},
         {"halves_16bit_pass", run_case, NULL, NULL, (void *)&cases[4]},
         {"battery_fails_shared_bytes", run_case, NULL, NULL, (void *)&cases[5]},
+        {"e4m3fn_bits_pass", run_case, NULL, NULL, (void *)&cases[6]},
+        {"battery_fails_shared_bits", run_case, NULL, NULL, (void *)&cases[7]},
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -153,10 +153,10 @@ static ALWAYS_INLINE int clz32(uint32_t x)
 /*
  * The random words of a block of up to SR_BLOCK elements starting at element i of a call:
  * r[j] = mxp__sr_bits_src(seed, index0 + i + j, source), sh = mxp__sr_shift(source) (0; 1 for
- * 16-bit and 2 for float8 sources, whose elements share words). The block is cut short at the
- * next multiple of 2^32 in the index (a direct caller may straddle one; mxp_convert_ex never
- * does), so one key serves the whole block and the fill loop is a plain hash of consecutive
- * counters, which compilers vectorise. Returns the block length (>= 1 when i < n).
+ * 16-bit sources, 2 for e5m2 and 5 for e4m3fn, whose elements share words). The block is cut
+ * short at the next multiple of 2^32 in the index (a direct caller may straddle one;
+ * mxp_convert_ex never does), so one key serves the whole block and the fill loop is a plain
+ * hash of consecutive counters, which compilers vectorise. Returns the block length (>= 1 when i < n).
  */
 enum { SR_BLOCK = 256 };
 
@@ -440,8 +440,8 @@ static ALWAYS_INLINE void loop_generic(void *dst, const void *src, size_t n, con
                                        fmt dt, fmt stp, bool sr)
 {
     const bool sat = a->saturate;
-    /* mxp__sr_shift of the source: float8 2, float16 / bfloat16 1 */
-    const unsigned sh = stp.bits == 8 ? 2u : stp.bits == 16 ? 1u : 0u;
+    /* mxp__sr_shift of the source: e4m3fn 5, e5m2 2, float16 / bfloat16 1 */
+    const unsigned sh = stp.bits == 8 ? (stp.m == 3 ? 5u : 2u) : stp.bits == 16 ? 1u : 0u;
     CVT_LOOP(dt.bits, stp.bits, sh, sr, encode(decode(x, stp), dt, sr, r, sat));
 }
 

@@ -383,25 +383,32 @@ static inline uint32_t mxp__sr_bits(uint64_t seed, uint64_t index)
 
 /*
  * Sources whose elements share words (since session 46; before, every element had a word of its
- * own). The targets of a float8 source drop at most 7 bits (e4m3fn -> e5m2: one; e5m2 -> e4m3fn:
- * up to 7 below 2^-6), so 8 random bits are "all the bits the target drops", and one word serves
- * four neighbouring elements: element index i takes byte i % 4 of the word of index i / 4, as the
- * top byte of its r (the low 24 bits 0). A 16-bit source (float16, bfloat16) takes 32 bits from
- * two words shared by two neighbours: element i's r is half i % 2 of the word of index i / 2 (its
- * top half) and half i % 2 of the word of index 2^31 + i / 2 (its low half). Indices are those
- * within i's block of 2^32, whose key the words keep, so the two sets of words never meet. In
- * memory the bytes / halves of consecutive words are the elements' in order, so a vector of
- * hashed words is a vector of random bytes / halves, and a SIMD step hashes a quarter / half as
+ * own). An e4m3fn source's only lossy target, e5m2, drops at most one bit (a normal value's last
+ * significand bit; e4m3fn's subnormals are e5m2 normals), so one random bit is "all the bits the
+ * target drops", and one word serves 32 neighbouring elements: element index i takes bit i % 32
+ * of the word of index i / 32, as the top bit of its r (the low 31 bits 0; since session 48,
+ * before which it took a byte as e5m2 does). An e5m2 source's targets drop at most 7 bits (into
+ * e4m3fn, below 2^-6), so 8 random bits are all of them, and one word serves four neighbours:
+ * element i takes byte i % 4 of the word of index i / 4, as the top byte of its r (the low 24
+ * bits 0). A 16-bit source (float16, bfloat16) takes 32 bits from two words shared by two
+ * neighbours: element i's r is half i % 2 of the word of index i / 2 (its top half) and half
+ * i % 2 of the word of index 2^31 + i / 2 (its low half). Indices are those within i's block of
+ * 2^32, whose key the words keep, so the two sets of words never meet. In memory the bits /
+ * bytes / halves of consecutive words are the elements' in order, so a vector of hashed words is
+ * a vector of random bits / bytes / halves, and a SIMD step hashes 1/32, a quarter or half as
  * many words as it has elements. The low halves count only where the target drops more than 16
  * bits: never from float16 (at most 15, into e4m3fn below 2^-6; 8 into e5m2, 3 into bfloat16),
  * from bfloat16 only below the targets' normal ranges (for e4m3fn below 2^-18), so the kernels'
  * fast steps hash only the top halves' words. float32 and float64 sources keep a word per
- * element. mxp__sr_shift: log2 of the elements per word for a source dtype (float8 2, float16
- * and bfloat16 1, else 0).
+ * element. mxp__sr_shift: log2 of the elements per word for a source dtype (e4m3fn 5, e5m2 2,
+ * float16 and bfloat16 1, else 0).
  */
 static inline unsigned mxp__sr_shift(mxp_dtype src)
 {
-    return src == MXP_FLOAT8_E4M3FN || src == MXP_FLOAT8_E5M2 ? 2u : src == MXP_FLOAT16 || src == MXP_BFLOAT16 ? 1u : 0u;
+    return src == MXP_FLOAT8_E4M3FN ? 5u
+           : src == MXP_FLOAT8_E5M2 ? 2u
+           : src == MXP_FLOAT16 || src == MXP_BFLOAT16 ? 1u
+                                                       : 0u;
 }
 
 /* the index (in the block) of the word that holds the low halves of 16-bit sources' elements
@@ -418,6 +425,7 @@ static inline uint32_t mxp__sr_bits_ks(uint64_t key, uint32_t index_lo, unsigned
         const uint32_t lo = mxp__sr_bits_k(key, MXP__SR_LO16 | index_lo >> 1) >> p & 0xFFFFu;
         return hi << 16 | lo;
     }
+    if (sh == 5) return (mxp__sr_bits_k(key, index_lo >> 5) >> (index_lo & 31u) & 1u) << 31;
     return (mxp__sr_bits_k(key, index_lo >> 2) >> (8u * (index_lo & 3u))) << 24;
 }
 
