@@ -992,8 +992,8 @@ void mxp__f8b_init(void)
  *    compare with the random byte xor 0x80 is the unsigned one. (Until session 46 two lookups
  *    covered a < 32 and the whole of e5m2_e4m3_b ran beside them, with its own lookup for a =
  *    20 .. 35: the same Intel Xeon, in cache, 0.128 -> 0.112 ns/element.)
- * e5m2 -> e4m3fn's random bytes: element i's is byte i % 4 of the word of index i / 4 (kernels.h's
- * mxp__sr_bits_src), so one vector of 8 hashed words is the 32 elements' bytes in order. Until
+ * e5m2 -> e4m3fn's random bytes: element i's is byte i % 4 of the word of index i / 4
+ * (kernels.h's mxp__sr_bits_src), so one vector of 8 hashed words is the 32 elements' bytes in order. Until
  * session 46 each element had a word of its own: four vectors of 8 words (sr_words_hi) per 32
  * elements, their top bytes gathered by two packs (e4m3fn -> e5m2) or four VPSHUFB (e5m2 ->
  * e4m3fn) from Weyl states laid out for it. dn's lo16 row is all zeros (e5m2

@@ -2195,28 +2195,27 @@ F8V(cvt_e4m3_e5m2_vbmi__avx512, F8V_E5M2_E4M3, 1)
 
 /*
  * Stochastic rounding between the two float8 formats by byte tables (AVX512_VBMI; it was the
- * composed path, cvt_compose.c). Either way at most 7 bits are dropped (e4m3fn -> e5m2: one;
- * e5m2 -> e4m3fn: none where e4m3fn is normal, up to 7 below 2^-6), so the dropped part of a
- * magnitude m, as a fraction of the step between its two neighbours, is F / 256 with an integer
- * F < 256, and kernels.h's rule "up iff F * 2^24 + r >= 2^32" is "up iff r >> 24 > 255 - F":
- * only the random word's top byte counts (e4m3fn -> e5m2: its top bit, since session 48 an
- * element's one random bit, f8b_steps below). Two tables per direction and saturation: [0] the code
- * toward zero (for NaN, infinity and magnitudes beyond the target's range, which never round
- * stochastically, the reference's result), [1] 255 - F. From e5m2, the random byte of element i is byte
- * i % 4 of the word of index i / 4 (kernels.h's mxp__sr_bits_src), so one vector of 16 hashed
- * words is the 64 elements' bytes in order. Per 64 elements: that hash, two VPERMI2B lookups,
- * one compare, a masked add of 1 (the next code up) and the sign. Until session 46 each element
- * had a word of its own: four hashes of 16 words and two VPERMT2B gathering their top bytes per
- * 64 elements; Intel Xeon (CPU 4), medians of three alternating runs, ns/element in cache / at
- * 2^26: e4m3fn -> e5m2 0.132 / 0.194 -> 0.053 / 0.090, e5m2 -> e4m3fn 0.132 / 0.203 -> 0.053 /
- * 0.113 (nearest-even: 0.022 / 0.09-0.12). Since session 47, e5m2 -> e4m3fn takes a step none
- * of whose lanes drops bits (magnitudes 0 and >= 32) by table 0 and the sign alone, without
- * random bytes (f8s_ne; f8s_run splits the steps as cvt_avx2.c's f8s2_run, with more runs allowed
- * per chunk: a step of 64 lanes has a lane that rounds twice as often). Same CPU, medians of five
- * alternating runs, in cache / at 2^26: uniform data 0.052 / 0.074 -> 0.027 / 0.074 (nearest-even
- * 0.022 / 0.077), ReLU data 0.052 -> 0.025 in cache, N(0, 1) unchanged (0.050-0.051 / 0.074-0.075),
- * N(0, 10^-4) in cache 0.051 -> 0.054. The
- * tables are derived from the reference's values and checked at registration against the
+ * composed path, cvt_compose.c). Either way at most 7 bits are dropped (e4m3fn -> e5m2: one; e5m2
+ * -> e4m3fn: none where e4m3fn is normal, up to 7 below 2^-6), so the dropped part of a magnitude
+ * m, as a fraction of the step between its two neighbours, is F / 256 with an integer F < 256, and
+ * kernels.h's rule "up iff F * 2^24 + r >= 2^32" is "up iff r >> 24 > 255 - F": only the random
+ * word's top byte counts (e4m3fn -> e5m2: its top bit, since session 48 an element's one random
+ * bit, f8b_steps below). Two tables per direction and saturation: [0] the code toward zero (for
+ * NaN, infinity and magnitudes beyond the target's range, which never round stochastically, the
+ * reference's result), [1] 255 - F. From e5m2, the random byte of element i is byte i % 4 of the
+ * word of index i / 4 (kernels.h's mxp__sr_bits_src), so one vector of 16 hashed words is the 64
+ * elements' bytes in order. Per 64 elements: that hash, two VPERMI2B lookups, one compare, a masked
+ * add of 1 (the next code up) and the sign. Until session 46 each element had a word of its own:
+ * four hashes of 16 words and two VPERMT2B gathering their top bytes per 64 elements; Intel Xeon
+ * (CPU 4), medians of three alternating runs, ns/element in cache / at 2^26: e4m3fn -> e5m2 0.132 /
+ * 0.194 -> 0.053 / 0.090, e5m2 -> e4m3fn 0.132 / 0.203 -> 0.053 / 0.113 (nearest-even: 0.022 /
+ * 0.09-0.12). Since session 47, e5m2 -> e4m3fn takes a step none of whose lanes drops bits
+ * (magnitudes 0 and >= 32) by table 0 and the sign alone, without random bytes (f8s_ne; f8s_run
+ * splits the steps as cvt_avx2.c's f8s2_run, with more runs allowed per chunk: a step of 64 lanes
+ * has a lane that rounds twice as often). Same CPU, medians of five alternating runs, in cache / at
+ * 2^26: uniform data 0.052 / 0.074 -> 0.027 / 0.074 (nearest-even 0.022 / 0.077), ReLU data 0.052
+ * -> 0.025 in cache, N(0, 1) unchanged (0.050-0.051 / 0.074-0.075), N(0, 10^-4) in cache 0.051 ->
+ * 0.054. The tables are derived from the reference's values and checked at registration against the
  * reference on 4096 elements (kernels.h's mxp__f8s_fill, which cvt_avx2.c's kernels use too); a
  * direction is registered only if both agree.
  */
@@ -2346,9 +2345,9 @@ F8S_CB(0)
 F8S_CB(1)
 #undef F8S_CB
 /* elements i .. end (a multiple of 64 later), one block of 2^32 indices (key; element i's low
- * index half lo, a multiple of 4, of 32 from e4m3fn); e4: e5m2 -> e4m3fn, whose steps with no lane that drops bits
- * take f8s_ne (sr_split_run; a step of 64 lanes has a lane that rounds twice as often as AVX2's
- * 32, so a chunk may have 8 runs of the others) */
+ * index half lo, a multiple of 4, of 32 from e4m3fn); e4: e5m2 -> e4m3fn, whose steps with no
+ * lane that drops bits take f8s_ne (sr_split_run; a step of 64 lanes has a lane that rounds
+ * twice as often as AVX2's 32, so a chunk may have 8 runs of the others) */
 MXP_VBMI_FN PRIM void f8s_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                               uint64_t key, const unsigned char *tab, int nt, int e4)
 {

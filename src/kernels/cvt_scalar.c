@@ -156,7 +156,8 @@ static ALWAYS_INLINE int clz32(uint32_t x)
  * 16-bit sources, 2 for e5m2 and 5 for e4m3fn, whose elements share words). The block is cut
  * short at the next multiple of 2^32 in the index (a direct caller may straddle one;
  * mxp_convert_ex never does), so one key serves the whole block and the fill loop is a plain
- * hash of consecutive counters, which compilers vectorise. Returns the block length (>= 1 when i < n).
+ * hash of consecutive counters, which compilers vectorise. Returns the block length (>= 1 when
+ * i < n).
  */
 enum { SR_BLOCK = 256 };
 
