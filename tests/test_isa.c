@@ -1369,13 +1369,19 @@ static unsigned char f8_run_byte(uint32_t rare)
  * 40, 1 in 4, all): the AVX2 e5m2 -> e4m3fn kernel takes runs of exact steps by nearest-even
  * without random bytes, and switches between that split and hashing every step by how many runs
  * a chunk of 64 steps has; each of its paths and the switches between them must give the
- * reference's bytes. Also with the streaming threshold lowered. */
+ * reference's bytes. Also with the streaming threshold lowered, into an aligned destination
+ * from an index that lets the kernels stream (until session 48 the index was not a multiple of
+ * 4, so those calls did not stream). */
 static void test_f8_runs(void **state)
 {
     (void)state;
     enum { N = 200003 };
     static const uint32_t rares[] = {0, 5000, 300, 40, 4, 1};
-    unsigned char *src = alloc(N + 1), *want = alloc(N), *got = alloc(N + 3);
+    unsigned char *src = alloc(N + 1), *want = alloc(N);
+    /* 64-byte aligned, so that with an index0 that is a multiple of 32 (the steps start at a
+     * word's first bit from e4m3fn) the streaming calls stream from their first element */
+    unsigned char *got = aligned_alloc(64, (N + 3 + 63) / 64 * 64);
+    assert_non_null(got);
     const mxp__kernels *ref = mxp__scalar_kernels();
     const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 1];
     mxp__kernels scratch[MXP__ISA_COUNT + 1];
@@ -1395,8 +1401,10 @@ static void test_f8_runs(void **state)
                     if (tabs[ti]->cvt[d][sf][MXP__SR] == ref->cvt[d][sf][MXP__SR]) continue;
                     mxp__nt_threshold = streaming ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
                     for (int sat = 0; sat <= 1; sat++) {
-                        const mxp__cvt_args a = {sat, 77 + (uint64_t)rep, rep == 2 ? 0xFFFFFFFFull - 70001 : 5,
-                                                 false};
+                        /* index0: pass 2 across 2^32; streaming: aligned, else not */
+                        const uint64_t i0 = streaming ? (rep == 2 ? 0x100000000ull - 70016 : 64u * (uint64_t)rep)
+                                                      : (rep == 2 ? 0xFFFFFFFFull - 70001 : 5u);
+                        const mxp__cvt_args a = {sat, 77 + (uint64_t)rep, i0, false};
                         char what[128];
                         snprintf(what, sizeof what, "%s %s -> %s SR sat=%d runs of float8 data%s (pass %d)",
                                  tabs[ti]->name, dt_name(sf), dt_name(d), sat, streaming ? " streaming" : "", rep);
