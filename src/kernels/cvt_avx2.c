@@ -1012,13 +1012,20 @@ void mxp__f8b_init(void)
  * counters, so skipping some changes no other's. The runs of such steps and of the others each
  * have a loop in a function of its own (f8s2_ne, f8s2_steps; in one loop gcc 12 rebuilt the
  * constants in every step, MOV + VMOVD + VPBROADCASTB, six per step, on the shuffles' port), and
- * where a chunk of 64 steps is broken into more than 4 runs, or more than half its steps have
- * random bytes, the next 8 chunks hash every step without looking (mispredicted branches cost
- * more than the nearest-even steps save there). Same CPU, medians of five alternating runs,
+ * where a chunk of 64 steps is broken into more than 4 runs (8 since session 48), or more than
+ * half its steps have random bytes, the next 8 chunks hash every step without looking
+ * (mispredicted branches cost more than the nearest-even steps save there). Same CPU, medians of five alternating runs,
  * ns/element in cache / at 2^26: uniform data over [-8, 8] (1 step in 30 rounds) 0.112 / 0.149
  * -> 0.079 / 0.114 (nearest-even 0.038 / 0.086-0.088: 1.3x), ReLU data 0.112 / 0.147 -> 0.062 /
  * 0.095, N(0, 1) (a step in 5) 0.112 / 0.150 -> 0.116 / 0.155, N(0, 10^-4) (every step) 0.118 /
  * 0.152 -> 0.123 / 0.160 (every ninth chunk tries the split again).
+ * Session 48: more than 8 runs instead of 4. A chunk of uniform data has about 2 runs; if they
+ * come as a Poisson count, about 4% of chunks have more than 4 and each sent the next 8 chunks to
+ * hashing every step, about a quarter of all chunks (perf: 38% of the in-cache time in the loop
+ * that hashes every step). Five alternating runs, in cache / at 2^26: uniform 0.080 / 0.111 ->
+ * 0.066 / 0.101, ReLU 0.062 / 0.094 -> 0.062 / 0.096, N(0, 1) 0.121 / 0.156 -> 0.121 / 0.158,
+ * N(0, 10^-4) 0.120 / 0.155 -> 0.120 / 0.153. In three runs, 12 or 16 made N(0, 1) at 2^26
+ * slower (0.174 / 0.187).
  * e4m3fn -> e5m2 since session 48: a bit per element, one hashed vector per 8 steps (f8b2_steps).
  * Same CPU, medians of five alternating runs, ns/element in cache / at 2^26: 0.098 / 0.119 ->
  * 0.076 / 0.093 (nearest-even 0.053 / 0.083-0.086: 1.44x / 1.1x, was 1.85x / 1.4x).
@@ -1202,15 +1209,15 @@ static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_
         return;
     }
     /* e5m2 -> e4m3fn: the steps in which no lane drops bits are nearest-even's and need no random
-     * bytes (sr_split_run; after a chunk of 64 steps with more than 4 runs of the others, the next
-     * 8 chunks hash every step) */
+     * bytes (sr_split_run; after a chunk of 64 steps with more than 8 runs of the others, 4 until
+     * session 48, the next 8 chunks hash every step) */
     const sr_split_ctx c = {d, s, i, lo, key, NULL};
     if (sat) {
-        if (nt) sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb11, f8s2_stop_cb11, f8s2_all_cb11);
-        else sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb10, f8s2_stop_cb10, f8s2_all_cb10);
+        if (nt) sr_split_run(&c, i, end, 32, 8, f8s2_ne_cb11, f8s2_stop_cb11, f8s2_all_cb11);
+        else sr_split_run(&c, i, end, 32, 8, f8s2_ne_cb10, f8s2_stop_cb10, f8s2_all_cb10);
     } else {
-        if (nt) sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb01, f8s2_stop_cb01, f8s2_all_cb01);
-        else sr_split_run(&c, i, end, 32, 4, f8s2_ne_cb00, f8s2_stop_cb00, f8s2_all_cb00);
+        if (nt) sr_split_run(&c, i, end, 32, 8, f8s2_ne_cb01, f8s2_stop_cb01, f8s2_all_cb01);
+        else sr_split_run(&c, i, end, 32, 8, f8s2_ne_cb00, f8s2_stop_cb00, f8s2_all_cb00);
     }
 }
 static SIMD_INLINE void f8s2_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int e4)
