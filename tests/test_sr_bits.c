@@ -145,10 +145,12 @@ static void battery_window(wordfn g, int top, uint64_t seed, uint64_t index0, wo
     static const int fields[] = {28, 24, 20, 16, 12};
     const int fw = top < 4 ? top : 4;                   /* field width */
     const uint32_t fm = (1u << fw) - 1u, nc = 1u << 2 * fw; /* its mask, the cells of a pair */
+    /* fewer than 4 random bits: the one field of all of them */
+    const size_t nf = top < 4 ? 1 : sizeof fields / sizeof fields[0];
     for (size_t l = 0; l < sizeof lags / sizeof lags[0]; l++) {
-        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+        for (size_t f = 0; f < nf; f++) {
             const int sh = top < 4 ? 32 - top : fields[f];
-            if (sh < 32 - top || (top < 4 && f > 0)) continue;
+            if (sh < 32 - top) continue;
             memset(cells, 0, nc * sizeof *cells);
             for (size_t i = 0; i < n; i++) cells[(r[i] >> sh & fm) << fw | (r[i + lags[l]] >> sh & fm)]++;
             note(w, chi2_z(cells, nc, (double)n), "seed %llx: lag %u, bits %d..%d", (unsigned long long)seed,

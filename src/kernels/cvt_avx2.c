@@ -1105,10 +1105,10 @@ PRIM V f8s2_e4m3(V b, V rx, int sat, const f8s2_k *k)
     return _mm256_or_si256(r, _mm256_andnot_si256(k->x7f, b));
 }
 /* e5m2 -> e4m3fn, elements i .. end (multiples of 32 apart), one block of 2^32 indices (key;
- * element i's word index w, element i a word's first byte); e4: 1 where the steps stop at the
- * first whose lanes are all exact (f8s2_exact), 2 without stopping. Returns where they stopped. */
+ * element i's word index w, element i a word's first byte); stop: the steps stop at the first
+ * whose lanes are all exact (f8s2_exact), else they go on to end. Returns where they stopped. */
 static SIMD_INLINE size_t f8s2_steps(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t w,
-                                     uint64_t key, int e4, int sat, int nt)
+                                     uint64_t key, int stop, int sat, int nt)
 {
     const V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(8u * MXP__SR_W);
     const V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
@@ -1119,7 +1119,7 @@ static SIMD_INLINE size_t f8s2_steps(unsigned char *d, const unsigned char *s, s
     for (; i < end; i += 32) {
         if (nt) avx2_pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
         const V b = _mm256_loadu_si256((const V *)(const void *)(s + i));
-        if (e4 == 1 && f8s2_exact(b, k.x7f, k.x1e) && i != first) break;
+        if (stop && f8s2_exact(b, k.x7f, k.x1e) && i != first) break;
         /* the 32 elements' random bytes, xor 0x80 */
         const V rx = _mm256_xor_si256(sr_finish(sr_words_hi(x, khi, m1, m2)), k.x80);
         x = v_add(x, step);
@@ -1192,7 +1192,7 @@ static SIMD_INLINE size_t f8s2_ne(unsigned char *d, const unsigned char *s, size
     static __attribute__((noinline)) size_t f8s2_all_cb##sat##nt(const void *ctx, size_t i, size_t end)    \
     {                                                                                                      \
         const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                                 \
-        return f8s2_steps(c->d, c->s, i, end, sr_split_word(c, i), c->key, 2, sat, nt);                    \
+        return f8s2_steps(c->d, c->s, i, end, sr_split_word(c, i), c->key, 0, sat, nt);                    \
     }
 F8S2_CB(0, 0)
 F8S2_CB(0, 1)
