@@ -356,7 +356,7 @@ static void test_every_pair_random(void **state)
                     }
                     for (size_t i = 0; i < N; i++) {
                         const uint64_t x = ref_load(src, i, (mxp_dtype)s);
-                        const uint32_t r = sr ? ref_sr_r(77, i, (mxp_dtype)s) : 0;
+                        const uint32_t r = sr ? ref_sr_r(77, i, (mxp_dtype)s, (mxp_dtype)d) : 0;
                         const uint64_t want = ref_convert(d >= MXP_FLOAT16 ? &tables[d] : NULL, (mxp_dtype)d,
                                                           (mxp_dtype)s, x, sat, sr, r);
                         const uint64_t got = ref_load(dst, i, (mxp_dtype)d);
@@ -658,7 +658,7 @@ static void test_ftz_daz_independent(void **state)
                     for (size_t i = 0; i < N; i++) {
                         const uint64_t x = ref_load(src, i, (mxp_dtype)s);
                         const uint64_t w = ref_convert(d >= MXP_FLOAT16 ? &tables[d] : NULL, (mxp_dtype)d,
-                                                       (mxp_dtype)s, x, false, mode == 1, ref_sr_r(4, i, (mxp_dtype)s));
+                                                       (mxp_dtype)s, x, false, mode == 1, ref_sr_r(4, i, (mxp_dtype)s, (mxp_dtype)d));
                         if (ref_load(want, i, (mxp_dtype)d) != w &&
                             !tie_away_tolerated_src(d, mode, s, x, w, ref_load(want, i, (mxp_dtype)d)))
                             fail_msg("%s -> %s mode %d: input 0x%llX gives 0x%llX, want 0x%llX",

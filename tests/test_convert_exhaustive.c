@@ -191,7 +191,7 @@ static void test_f32_stochastic_sample(void **state)
                 const mxp__cvt_args a = {sat != 0, 0xC0FFEEull + start, start, false};
                 for (size_t i = 0; i < cnt; i++)
                     want[i] = (uint16_t)ref_convert(&t, d, MXP_FLOAT32, src[i], sat != 0, true,
-                                                    mxp__sr_bits(a.seed, a.index0 + i));
+                                                    ref_sr_r(a.seed, a.index0 + i, MXP_FLOAT32, d));
                 for (int isa = 0; isa < MXP__ISA_COUNT; isa++) {
                     const mxp__kernels *k = mxp__kernels_for((mxp__isa_id)isa);
                     if (!k) continue;
@@ -201,7 +201,7 @@ static void test_f32_stochastic_sample(void **state)
                         if (got != want[i])
                             fail_msg("[%s] stochastic float32 -> %s (saturate %d): input 0x%08X r 0x%08X: "
                                      "got 0x%llX, want 0x%llX", k->name, mxp_dtype_name(d), sat,
-                                     (unsigned)src[i], (unsigned)mxp__sr_bits(a.seed, a.index0 + i),
+                                     (unsigned)src[i], (unsigned)ref_sr_r(a.seed, a.index0 + i, MXP_FLOAT32, d),
                                      (unsigned long long)got, (unsigned long long)want[i]);
                     }
                     checked += cnt;
@@ -232,7 +232,7 @@ static void check_pair_inputs(const mxp__kernels *k, mxp_dtype dst, mxp_dtype sr
         k->cvt[dst][src][sr ? MXP__SR : MXP__RNE](out, in, n, &a);
         for (size_t i = 0; i < n; i++) {
             const uint64_t x = ref_load(in, i, src);
-            const uint32_t r = sr ? ref_sr_r(a.seed, a.index0 + i, src) : 0;
+            const uint32_t r = sr ? ref_sr_r(a.seed, a.index0 + i, src, dst) : 0;
             const uint64_t want = ref_convert(t, dst, src, x, sat, sr, r);
             const uint64_t got = ref_load(out, i, dst);
             if (got != want)

@@ -1167,7 +1167,7 @@ static void test_sr_boundary16(void **state)
     uint64_t found[WANT];
     int nf = 0;
     for (uint64_t i = 61; nf < WANT && i < (1ull << 30); i++)
-        if (ref_sr_r(seed, i, MXP_BFLOAT16) >= 0xFFFFF800u) found[nf++] = i;
+        if (ref_sr_r(seed, i, MXP_BFLOAT16, MXP_FLOAT16) >= 0xFFFFF800u) found[nf++] = i;
     assert_int_equal(nf, WANT);
     const mxp__kernels *tabs[2 * MXP__ISA_COUNT + 2];
     mxp__kernels scratch[MXP__ISA_COUNT + 1];
@@ -1183,7 +1183,7 @@ static void test_sr_boundary16(void **state)
                                                  * bit 2: a second lane below the normal range; bit 3:
                                                  * element 61, in a step's second half, not 37 */
                     const int AT = (v & 8) ? 61 : 37;
-                    const uint32_t r = ref_sr_r(seed, found[f], MXP_BFLOAT16);
+                    const uint32_t r = ref_sr_r(seed, found[f], MXP_BFLOAT16, MXP_FLOAT16);
                     const uint32_t T = (uint32_t)(0x100000000ull - r); /* 1 .. 2^11 */
                     uint32_t F = T;
                     int sh = 0;

@@ -19,7 +19,9 @@
  * (32 share a word, a bit each; the lags then pair single bits, and a serial test counts the
  * 256 patterns of 8 neighbours' bits, across bytes and words), and on the words of a 16-bit
  * source's elements (two share two words, a half of each), on all 32: lags 1 to 3 then pair
- * parts of one word, and the avalanche flips the part an index picks as well as the word.
+ * parts of one word, and the avalanche flips the part an index picks as well as the word; and
+ * on the halves that float32 -> bfloat16 draws (two neighbours share a word, a half each), on
+ * their 16 bits.
  * Each statistic is turned into a z score (a chi-square X with df degrees of freedom:
  * (X - df) / sqrt(2 df)); the battery's result is the worst |z|. The runs cover several seeds
  * and a window that straddles a 2^32 index boundary (where the key changes).
@@ -75,19 +77,38 @@ static uint32_t gen_no_weyl(uint64_t seed, uint64_t index)
  * word, one byte each, at the top of r. The battery runs on them with top = 8, and must fail on
  * control 3, where the four take the same byte (the word's top one), as a kernel that gathered
  * the wrong bytes would draw. */
-static uint32_t gen_f8(uint64_t seed, uint64_t index) { return mxp__sr_bits_src(seed, index, MXP_FLOAT8_E5M2); }
+static uint32_t gen_f8(uint64_t seed, uint64_t index)
+{
+    return mxp__sr_bits_src(seed, index, MXP_FLOAT8_E5M2, MXP_FLOAT8_E4M3FN);
+}
 /* and those of a 16-bit source: two neighbours share two words, a half of each (all 32 bits) */
-static uint32_t gen_16(uint64_t seed, uint64_t index) { return mxp__sr_bits_src(seed, index, MXP_BFLOAT16); }
+static uint32_t gen_16(uint64_t seed, uint64_t index)
+{
+    return mxp__sr_bits_src(seed, index, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN);
+}
+/* float32 -> bfloat16 (since session 49): two neighbours share a word, a half each, at the top of
+ * r (top = 16); control 5 gives both the same half (the word's top one) and must fail */
+static uint32_t gen_f32_bf16(uint64_t seed, uint64_t index)
+{
+    return mxp__sr_bits_src(seed, index, MXP_FLOAT32, MXP_BFLOAT16);
+}
+static uint32_t gen_f32_bf16_same_half(uint64_t seed, uint64_t index)
+{
+    return mxp__sr_bits_src(seed, index | 1u, MXP_FLOAT32, MXP_BFLOAT16);
+}
 static uint32_t gen_f8_same_byte(uint64_t seed, uint64_t index)
 {
-    return mxp__sr_bits_src(seed, index | 3u, MXP_FLOAT8_E5M2); /* byte 3 for all four */
+    return mxp__sr_bits_src(seed, index | 3u, MXP_FLOAT8_E5M2, MXP_FLOAT8_E4M3FN); /* byte 3 for all four */
 }
 /* the r of an e4m3fn source's elements: 32 neighbours share a word, one bit each, at the top of
  * r (top = 1); control 4 gives the 32 the same bit (the word's top one) and must fail */
-static uint32_t gen_e4_bits(uint64_t seed, uint64_t index) { return mxp__sr_bits_src(seed, index, MXP_FLOAT8_E4M3FN); }
+static uint32_t gen_e4_bits(uint64_t seed, uint64_t index)
+{
+    return mxp__sr_bits_src(seed, index, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2);
+}
 static uint32_t gen_e4_same_bit(uint64_t seed, uint64_t index)
 {
-    return mxp__sr_bits_src(seed, index | 31u, MXP_FLOAT8_E4M3FN);
+    return mxp__sr_bits_src(seed, index | 31u, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2);
 }
 
 #define N_WORDS (1u << 21)
@@ -251,6 +272,8 @@ static const battery_case cases[] = {
     {gen_f8_same_byte, 8, "the shared bytes", 1},
     {gen_e4_bits, 1, "e4m3fn source bits", 0},
     {gen_e4_same_bit, 1, "the shared bits", 1},
+    {gen_f32_bf16, 16, "float32 -> bfloat16 halves", 0},
+    {gen_f32_bf16_same_half, 16, "the shared halves", 1},
 };
 
 static void run_case(void **state)
@@ -297,6 +320,8 @@ int main(void)
         {"battery_fails_shared_bytes", run_case, NULL, NULL, (void *)&cases[5]},
         {"e4m3fn_bits_pass", run_case, NULL, NULL, (void *)&cases[6]},
         {"battery_fails_shared_bits", run_case, NULL, NULL, (void *)&cases[7]},
+        {"f32_bf16_halves_pass", run_case, NULL, NULL, (void *)&cases[8]},
+        {"battery_fails_shared_halves", run_case, NULL, NULL, (void *)&cases[9]},
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

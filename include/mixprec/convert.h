@@ -17,7 +17,9 @@
  *    An e5m2 source's target drops at most 7 bits, so each element draws 8 random bits: four
  *    neighbouring elements share one hashed word (a byte each); from e4m3fn (into e5m2) at
  *    most one bit is dropped, so 32 neighbours share a word, a bit each; an element of a
- *    float16 / bfloat16 source draws its 32 bits from two words shared with its neighbour.
+ *    float16 / bfloat16 source draws its 32 bits from two words shared with its neighbour;
+ *    float32 -> bfloat16 drops exactly 16 bits, so an element draws 16, two neighbours
+ *    sharing a word (a half each).
  *    Above the max finite value the upper neighbour is an overflow: +-inf (2^(emax+1)), or
  *    for float8_e4m3fn the NaN slot 0x7F, whose would-be value is 480 (so 456 becomes NaN
  *    with probability 1/4, or 448 when saturating);

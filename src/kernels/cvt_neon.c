@@ -65,6 +65,13 @@ PRIM void st16x2(void *p, V x, V y)
 {
     vst1q_u8((uint8_t *)p, vreinterpretq_u8_u16(vcombine_u16(vmovn_u32(x), vmovn_u32(y))));
 }
+/* halfwords 0 .. VL - 1 (hi = 0) or VL .. 2 VL - 1 of h zero-extended to 32-bit lanes (the
+ * elements' r >> 16 in srb_run: halfword j of h is element j's half) */
+PRIM V sr_h16_ext(V h, int hi)
+{
+    const uint16x8_t w = vreinterpretq_u16_u32(h);
+    return hi ? vmovl_high_u16(w) : vmovl_u16(vget_low_u16(w));
+}
 PRIM void st8x2(void *p, V x, V y)
 {
     vst1_u8((uint8_t *)p, vmovn_u16(vcombine_u16(vmovn_u32(x), vmovn_u32(y))));

@@ -33,9 +33,10 @@
  *    480. That is what makes RNE send 464 to 448 and anything above 464 to NaN (ml_dtypes),
  *    and for stochastic rounding a magnitude in (448, 480) goes to NaN (or 448 when
  *    saturating) with probability (|x| - 448) / 32; |x| >= 480 always overflows.
- *  - Stochastic rounding draws r = mxp__sr_bits_src(seed, a->index0 + i, source dtype) for
+ *  - Stochastic rounding draws r = mxp__sr_bits_src(seed, a->index0 + i, source, target) for
  *    every element of a narrowing pair (also for NaN / inf / exact elements): its own word, or
- *    from a 16-bit / float8 source parts of words shared by two / four elements (kernels.h);
+ *    from a 16-bit / float8 source and float32 -> bfloat16 parts of words shared by 2 / 4 / 32
+ *    elements (kernels.h);
  *    widening and identity pairs use the nearest-even kernel (they are exact).
  */
 #include <math.h>
@@ -152,14 +153,16 @@ static ALWAYS_INLINE int clz32(uint32_t x)
 
 /*
  * The random words of a block of up to SR_BLOCK elements starting at element i of a call:
- * r[j] = mxp__sr_bits_src(seed, index0 + i + j, source), sh = mxp__sr_shift(source) (0; 1 for
- * 16-bit sources, 2 for e5m2 and 5 for e4m3fn, whose elements share words). The block is cut
+ * r[j] = mxp__sr_bits_src(seed, index0 + i + j, source, target), sh = mxp__sr_shift(source,
+ * target) (0; 1 for 16-bit sources, 2 for e5m2 and 5 for e4m3fn, whose elements share words;
+ * SR_TOP16 for float32 -> bfloat16: sh 1's top halves alone, its low halves never counting
+ * there, kernels.h, so the fill skips their words and leaves r's low half 0). The block is cut
  * short at the next multiple of 2^32 in the index (a direct caller may straddle one;
  * mxp_convert_ex never does), so one key serves the whole block and the fill loop is a plain
  * hash of consecutive counters, which compilers vectorise. Returns the block length (>= 1 when
  * i < n).
  */
-enum { SR_BLOCK = 256 };
+enum { SR_BLOCK = 256, SR_TOP16 = 0x11 };
 
 static ALWAYS_INLINE size_t sr_fill(const mxp__cvt_args *a, size_t i, size_t n, uint32_t *r, unsigned sh)
 {
@@ -171,6 +174,11 @@ static ALWAYS_INLINE size_t sr_fill(const mxp__cvt_args *a, size_t i, size_t n, 
     const uint32_t lo = (uint32_t)idx;
     if (sh == 0)
         for (size_t j = 0; j < m; j++) r[j] = mxp__sr_bits_k(key, lo + (uint32_t)j);
+    else if (sh == SR_TOP16)
+        for (size_t j = 0; j < m; j++) {
+            const uint32_t x = lo + (uint32_t)j;
+            r[j] = (mxp__sr_bits_k(key, x >> 1) >> (16u * (x & 1u))) << 16;
+        }
     else
         for (size_t j = 0; j < m; j++) r[j] = mxp__sr_bits_ks(key, lo + (uint32_t)j, sh);
     return m;
@@ -441,7 +449,8 @@ static ALWAYS_INLINE void loop_generic(void *dst, const void *src, size_t n, con
                                        fmt dt, fmt stp, bool sr)
 {
     const bool sat = a->saturate;
-    /* mxp__sr_shift of the source: e4m3fn 5, e5m2 2, float16 / bfloat16 1 */
+    /* mxp__sr_shift of the pair: from e4m3fn 5, e5m2 2, float16 / bfloat16 1 (never float32 ->
+     * bfloat16, loop_bf16_from_f32) */
     const unsigned sh = stp.bits == 8 ? (stp.m == 3 ? 5u : 2u) : stp.bits == 16 ? 1u : 0u;
     CVT_LOOP(dt.bits, stp.bits, sh, sr, encode(decode(x, stp), dt, sr, r, sat));
 }
@@ -502,7 +511,8 @@ static ALWAYS_INLINE void loop_bf16_from_f32(void *dst, const void *src, size_t 
                                              const mxp__cvt_args *a, bool sr)
 {
     const bool sat = a->saturate;
-    CVT_LOOP(16, 32, 0u, sr, bf16_from_f32((uint32_t)x, sr, r, sat));
+    /* r: kernels.h's mxp__sr_bits_src of this pair, whose low half never counts (SR_TOP16) */
+    CVT_LOOP(16, 32, (unsigned)SR_TOP16, sr, bf16_from_f32((uint32_t)x, sr, r, sat));
 }
 
 static ALWAYS_INLINE void loop_f32_from_small(void *dst, const void *src, size_t n,
@@ -748,7 +758,7 @@ bool mxp__f8s_fill(const mxp__kernels *ref, int kind, unsigned char tab[2][128])
     ref->cvt[to][from][MXP__SR](want, in, 4096, &a);
     for (int j = 0; j < 4096; j++) {
         const int m = in[j] & 0x7F;
-        const uint32_t r = mxp__sr_bits_src(a.seed, a.index0 + (uint64_t)j, from);
+        const uint32_t r = mxp__sr_bits_src(a.seed, a.index0 + (uint64_t)j, from, to);
         const int up = (int)(r >> 24) > tab[1][m];
         if (want[j] != ((tab[0][m] + up) | (in[j] & 0x80))) return false;
     }

@@ -46,6 +46,8 @@
  *   st8x2(p, x, y)          low 8 bits of 2*VL lanes (x then y) at p
  *   m_or(m1, m2) m_and(m1, m2)   lane masks combined;  m_any(m): true when any lane is set
  *   v_keep(m, x)            m ? x : 0 per lane
+ *   sr_h16_ext(h, hi)       16-bit halves 0 .. VL - 1 (hi = 0) or VL .. 2 VL - 1 of h (in memory
+ *                           order) zero-extended to 32-bit lanes
  * and may define MXP_SIMD_HW_F16 with
  *   hw_f16_st2(p, x, y, sat, nt)  2*VL float32 (bits x, y) -> float16 nearest-even at p by the
  *                             hardware (F16C VCVTPS2PH: FTZ ignored, DAZ only zeroes float32
@@ -136,8 +138,7 @@
  *                             p as loaded (no widening) for srn_run's steps to float8, with the
  *                             random addends rw = sr8w16_rwh(h, Dw) from the vector h of the
  *                             elements' random top halves (kernels.h's mxp__sr_bits_src;
- *                             sr_h16_ext(h, hi): halves 0 .. VL - 1 or VL .. 2 VL - 1 of h
- *                             zero-extended to 32-bit lanes, and with MXP_SIMD_SR8_ZC
+ *                             with sr_h16_ext, above, and with MXP_SIMD_SR8_ZC
  *                             sr_h16_pair(l, h, hi): those of h above those of l, for srn_run's
  *                             other steps), Dw dropped
  *                             bits, rebias rebw, taken where lw <= |x| < hw (all in the source's
@@ -375,6 +376,16 @@ static SIMD_INLINE V bf16_fast_t(V u, V r, int sr, int sat)
     return t;
 }
 static SIMD_INLINE V bf16_fast(V u, V r, int sr, int sat) { return v_srli(bf16_fast_t(u, r, sr, sat), 16); }
+/* stochastic, with the random addend r16 = r >> 16 given (srb_run's halves) */
+static SIMD_INLINE V bf16_sr_t(V u, V r16, int sat)
+{
+    V t = v_add(u, r16);
+    if (sat) {
+        const M inf = m_eq(v_and(t, v_set1(0x7FFF0000u)), v_set1(0x7F800000u));
+        t = v_sel(inf, v_sub(t, v_set1(0x10000u)), t);
+    }
+    return t;
+}
 
 /* float32 -> float16 / e4m3fn / e5m2 nearest-even when every lane is either tiny (rounds to
  * +-0: |x| <= half the smallest subnormal, the tie going to the even 0) or in the normal range
@@ -1250,7 +1261,7 @@ static SIMD_INLINE int sr8w16_lone_code(uint32_t out, const unsigned char *q, co
     if (a >= lw || a < (f.dt == MXP_BFLOAT16 ? 1u : 0x0400u)) return -1;
     const uint32_t xb = f.dt == MXP_BFLOAT16 ? (uint32_t)x << 16
                                               : ((uint32_t)(x & 0x8000u) << 16) | ((a + ((127u - 15u) << 10)) << 13);
-    *code = sr8_tiny_code(xb, t, mxp__sr_bits_ks(key, index0 + j, mxp__sr_shift(f.dt)));
+    *code = sr8_tiny_code(xb, t, mxp__sr_bits_ks(key, index0 + j, mxp__sr_shift(f.dt, t.dt)));
     return (int)j;
 }
 #endif
@@ -1382,8 +1393,8 @@ static size_t sr8_zrun_e5m2(unsigned char *d, const unsigned char *s, size_t i, 
 /*
  * The stochastic steps from element i to end (a multiple of 2*VL elements later), all in one
  * block of 2^32 indices: lo = the low half of element i's index, key = the block's key.
- * As in rne_run, the inner loop holds only the fast path (bfloat16 without NaN; float16 /
- * float8 with every lane in the normal range without overflow, sr_fast) with its constants in
+ * As in rne_run, the inner loop holds only the fast path (float16 / float8 with every lane in the
+ * normal range without overflow, sr_fast; bfloat16 has srb_run, below) with its constants in
  * registers: the hash's multipliers, keys and index step are pinned (with the general path
  * inside the loop gcc rebuilt them, broadcast by broadcast, in every step, and spilled). A step
  * that fails the check leaves the loop, is done by the zero-aware fast path or the general one,
@@ -1419,20 +1430,8 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
         for (; i < end; i += 2 * VL) {
             const sr_in in = sr_load(s + 4 * i, il, step, khi, m1, m2, pf);
             const V r0 = in.r0, r1 = in.r1, u0 = in.u0, u1 = in.u1;
-            if (t.bias == 127) {
-#ifdef MXP_SIMD_ANY_NAN4
-                if (any_nan4(u0, u1, u0, u1)) break;
-#else
-                if (m_any(m_or(bf16_bad(u0), bf16_bad(u1)))) break;
-#endif
-#ifdef MXP_SIMD_ST16_HI2
-                st16_hi2(d + 2 * i, bf16_fast_t(u0, r0, 1, sat), bf16_fast_t(u1, r1, 1, sat), nt);
-#else
-                st_narrow2(d + 2 * i, bf16_fast(u0, r0, 1, sat), bf16_fast(u1, r1, 1, sat), 16, nt);
-#endif
-            }
 #ifdef MXP_SIMD_SR8_FAST
-            else if (t.bits == 8) {
+            if (t.bits == 8) {
 #ifdef MXP_SIMD_SR8_PATCH
                 /* a lone lane below the normal range (e4m3fn on data over [-8, 8]: 6% of steps)
                  * taken here in scalar code; two or more such lanes, or one that overflows or
@@ -1447,9 +1446,9 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
 #else
                 if (!sr8_fast2(d + i, u0, u1, r0, r1, 23 - t.m, sc.lo, sc.hi, sc.rebias, nt)) break;
 #endif
-            }
+            } else
 #endif
-            else {
+            {
                 /* lane outside [lo, hi]: one signed compare, as sr_out. (For float16, checking
                  * the hardware's results instead, 0x0401 <= |h| <= 0x7BFE, was measured in
                  * session 37 of bench/RESULTS.md: 6% faster in cache on dense data, 22% slower on
@@ -1513,7 +1512,7 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
         const V r0 = sr_finish(sr_words_hi(il, khi, m1, m2));
         const V r1 = sr_finish(sr_words_hi(v_add(il, step), khi, m1, m2));
         const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
-        if (t.bias != 127 && !m_any(m_or(sr_bad_z(u0, sc), sr_bad_z(u1, sc)))) {
+        if (!m_any(m_or(sr_bad_z(u0, sc), sr_bad_z(u1, sc)))) {
             st_narrow2(d + ob * i, sr_fast(u0, r0, t, sc, 1), sr_fast(u1, r1, t, sc, 1), t.bits, nt);
         } else {
             const V over = v_set1(sat ? t.maxfin : t.fn ? 0x7Fu : t.inf);
@@ -1523,6 +1522,113 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
         i += 2 * VL;
     }
     return i;
+}
+
+/*
+ * float32 -> bfloat16 stochastic steps, elements i to end (a multiple of 2*VL later, i's index
+ * even), in one block of 2^32 indices (lo = i's low index half, key the block's key). Every
+ * value drops exactly 16 bits, so since session 49 two neighbours share a word (kernels.h's
+ * mxp__sr_bits_src): a step of 2*VL elements hashes the VL words lo / 2, ..., whose halves in
+ * order are the elements' r >> 16 (sr_h16_ext), where before it hashed 2*VL words. The fast
+ * step is t = u + (r >> 16), t >> 16 (bf16_fast_t's carry rule); a step with a NaN lane takes
+ * narrow1 with r = the half << 16 (its low half, which cannot count, 0). Intel Xeon (CPU 4 of
+ * bench/RESULTS.md, session 49), medians of five alternating runs, ns/element in cache / at
+ * 2^26: avx512 0.141 / 0.316 -> 0.113 / 0.306, --isa avx2 0.200 / 0.349 -> 0.169 / 0.328
+ * (nearest-even in cache 0.054 / 0.083; with the hash removed altogether, the old loop took
+ * 0.061 / 0.083: the hash is most of the cost).
+ */
+static SIMD_INLINE size_t srb_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
+                                  uint64_t key, int sat, int nt)
+{
+    const sfmt t = SF_BF16;
+    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
+    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1((uint32_t)VL * MXP__SR_W);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(m1);
+    MXP_SIMD_PIN(m2);
+    MXP_SIMD_PIN(khi);
+    MXP_SIMD_PIN(step);
+#endif
+    const int pf = nt && MXP_SIMD_PREFETCH_ON;
+    (void)pf;
+    /* the Weyl states of the words lo / 2, lo / 2 + 1, ...: VL words per step */
+    V il = v_add(v_set1((lo >> 1) * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    while (i < end) {
+        for (; i < end; i += 2 * VL) {
+            const V h = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 2*VL halves, in order */
+            const V u0 = ld32(s + 4 * i);
+#ifdef MXP_SIMD_PREFETCH
+            if (pf) PF_LINES(s + 4 * i, 0, 4 * VL);
+#endif
+            const V u1 = ld32(s + 4 * i + 4 * VL);
+#ifdef MXP_SIMD_PREFETCH
+            if (pf) PF_LINES(s + 4 * i, 4 * VL, 8 * VL);
+#endif
+#ifdef MXP_SIMD_ANY_NAN4
+            if (any_nan4(u0, u1, u0, u1)) break;
+#else
+            if (m_any(m_or(bf16_bad(u0), bf16_bad(u1)))) break;
+#endif
+            il = v_add(il, step);
+            const V t0 = bf16_sr_t(u0, sr_h16_ext(h, 0), sat), t1 = bf16_sr_t(u1, sr_h16_ext(h, 1), sat);
+#ifdef MXP_SIMD_ST16_HI2
+            st16_hi2(d + 2 * i, t0, t1, nt);
+#else
+            st_narrow2(d + 2 * i, v_srli(t0, 16), v_srli(t1, 16), 16, nt);
+#endif
+        }
+        if (i >= end) break;
+        /* a step with a NaN lane */
+        const V h = sr_finish(sr_words_hi(il, khi, m1, m2));
+        const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
+        const V over = v_set1(sat ? t.maxfin : t.inf);
+        st_narrow2(d + 2 * i, narrow1(u0, v_slli(sr_h16_ext(h, 0), 16), t, 1, over),
+                   narrow1(u1, v_slli(sr_h16_ext(h, 1), 16), t, 1, over), 16, nt);
+        il = v_add(il, step);
+        i += 2 * VL;
+    }
+    return i;
+}
+
+/* float32 -> bfloat16 stochastic: srb_run's steps from even indices (kernels.h: two neighbours
+ * share a word), between multiples of 2^32 indices, as srn_loop; the reference for the head,
+ * the tail and a step that straddles 2^32 */
+static SIMD_INLINE void srb_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned char *d = (unsigned char *)dst;
+    int nt = 0;
+#ifdef MXP_SIMD_NT_STORE32
+    const int stream = n >= 2 * VL && (n * 6 >= MXP_SIMD_NT_THRESHOLD || a->stream);
+#else
+    const int stream = 0;
+#endif
+    size_t i = sr_start(a->index0, d, n, 2, 4 * VL, 2, stream, &nt);
+    scalar_tail(MXP_BFLOAT16, MXP_FLOAT32, MXP__SR, d, s, i, a, a->index0);
+    while (i + 2 * VL <= n) {
+        uint32_t lo;
+        uint64_t key;
+        const size_t end = sr_block(i, n, a->index0, a->seed, 2 * VL, &lo, &key);
+        if (end == i) { /* the reference takes the straddling elements, as in narrow_loop */
+            const uint64_t idx = a->index0 + i;
+            size_t cnt = (size_t)(0x100000000ull - (uint32_t)idx);
+            while (nt && ((uintptr_t)(d + 2 * (i + cnt)) % (4 * VL)) != 0) cnt++;
+            if (cnt > n - i) cnt = n - i;
+            scalar_tail(MXP_BFLOAT16, MXP_FLOAT32, MXP__SR, d + 2 * i, s + 4 * i, cnt, a, idx);
+            i += cnt;
+            continue;
+        }
+#ifdef MXP_SIMD_NO_SPECIALISE
+        i = srb_run(d, s, i, end, lo, key, a->saturate, nt);
+#else
+        if (a->saturate) i = nt ? srb_run(d, s, i, end, lo, key, 1, 1) : srb_run(d, s, i, end, lo, key, 1, 0);
+        else i = nt ? srb_run(d, s, i, end, lo, key, 0, 1) : srb_run(d, s, i, end, lo, key, 0, 0);
+#endif
+    }
+#ifdef MXP_SIMD_NT_STORE32
+    if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
+#endif
+    scalar_tail(MXP_BFLOAT16, MXP_FLOAT32, MXP__SR, d + 2 * i, s + 4 * i, n - i, a, a->index0 + i);
 }
 
 static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
@@ -2122,7 +2228,8 @@ static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const 
     }                                                                                          \
     static void SIMD_FN(base##_sr)(void *dst, const void *src, size_t n, const mxp__cvt_args *a) \
     {                                                                                          \
-        narrow_loop(dst, src, n, a, F, 1);                               \
+        if (F.dt == MXP_BFLOAT16) srb_loop(dst, src, n, a);                                    \
+        else narrow_loop(dst, src, n, a, F, 1);                                                \
     }
 #define SIMD_WIDEN(base, F, bf)                                                                \
     static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \

@@ -330,7 +330,8 @@ void mxp__finite_register_neon(mxp__kernels *k);
  *
  * Random word: r = mxp__sr_bits(seed, index), index = a->index0 + i, a counter-based hash
  * (no state), so the bits depend only on (seed, element index), never on threads or ISA
- * (from a 16-bit or float8 source, parts of shared words: mxp__sr_bits_src below).
+ * (from a 16-bit or float8 source, and float32 -> bfloat16, parts of shared words:
+ * mxp__sr_bits_src below).
  * The key for the high 32 bits of the index is constant over 2^32 consecutive indices, so a
  * vector loop computes mxp__sr_key once per call (callers never straddle a 2^32 boundary
  * mid-call: mxp_convert_ex splits there) and then, per lane, a Weyl step (index * golden
@@ -399,16 +400,20 @@ static inline uint32_t mxp__sr_bits(uint64_t seed, uint64_t index)
  * many words as it has elements. The low halves count only where the target drops more than 16
  * bits: never from float16 (at most 15, into e4m3fn below 2^-6; 8 into e5m2, 3 into bfloat16),
  * from bfloat16 only below the targets' normal ranges (for e4m3fn below 2^-18), so the kernels'
- * fast steps hash only the top halves' words. float32 and float64 sources keep a word per
- * element. mxp__sr_shift: log2 of the elements per word for a source dtype (e4m3fn 5, e5m2 2,
- * float16 and bfloat16 1, else 0).
+ * fast steps hash only the top halves' words. float32 -> bfloat16 (since session 49) takes its
+ * r as a 16-bit source does: bfloat16 keeps float32's exponent, so every value drops exactly its
+ * low 16 bits, 16 random bits are all of them, and the low half of r never counts (F's low 16
+ * bits are 0); the kernels hash only the top halves' words, half as many as elements. Every
+ * other float32 pair and every float64 pair keeps a word per element. mxp__sr_shift: log2 of the
+ * elements per word for a conversion from src to dst (from e4m3fn 5, e5m2 2, float16 and
+ * bfloat16 1; float32 -> bfloat16 1; else 0).
  */
-static inline unsigned mxp__sr_shift(mxp_dtype src)
+static inline unsigned mxp__sr_shift(mxp_dtype src, mxp_dtype dst)
 {
     return src == MXP_FLOAT8_E4M3FN ? 5u
            : src == MXP_FLOAT8_E5M2 ? 2u
-           : src == MXP_FLOAT16 || src == MXP_BFLOAT16 ? 1u
-                                                       : 0u;
+           : src == MXP_FLOAT16 || src == MXP_BFLOAT16 || (src == MXP_FLOAT32 && dst == MXP_BFLOAT16) ? 1u
+                                                                                                     : 0u;
 }
 
 /* the index (in the block) of the word that holds the low halves of 16-bit sources' elements
@@ -429,10 +434,10 @@ static inline uint32_t mxp__sr_bits_ks(uint64_t key, uint32_t index_lo, unsigned
     return (mxp__sr_bits_k(key, index_lo >> 2) >> (8u * (index_lo & 3u))) << 24;
 }
 
-/* the r of element index of a conversion from src: what every ISA path draws */
-static inline uint32_t mxp__sr_bits_src(uint64_t seed, uint64_t index, mxp_dtype src)
+/* the r of element index of a conversion from src to dst: what every ISA path draws */
+static inline uint32_t mxp__sr_bits_src(uint64_t seed, uint64_t index, mxp_dtype src, mxp_dtype dst)
 {
-    return mxp__sr_bits_ks(mxp__sr_key(seed, (uint32_t)(index >> 32)), (uint32_t)index, mxp__sr_shift(src));
+    return mxp__sr_bits_ks(mxp__sr_key(seed, (uint32_t)(index >> 32)), (uint32_t)index, mxp__sr_shift(src, dst));
 }
 
 #endif /* MIXPREC_KERNELS_H */
