@@ -12,8 +12,8 @@
  * a float32), so the second step rounds the same value the reference rounds, once. Stochastic
  * rounding too: its decision depends only on the value and on r = mxp__sr_bits(seed, index)
  * (kernels.h), and the block passes each element's own index; not from 16-bit or float8 sources,
- * whose elements share words (mxp__sr_bits_src) in their own way, not the float32 kernels'. The first
- * step never saturates (a
+ * whose elements share words (mxp__sr_bits_src) in their own way, not the float32 kernels'. The
+ * first step never saturates (a
  * +-inf input must reach the second step as infinity, to become that format's max). float64
  * sources are not composed here: x86 has its own kernels for them (cvt_f64_avx2.c, and
  * cvt_simd_impl.h's n64_loop, which rounds to odd first), NEON keeps the scalar ones.
@@ -118,7 +118,8 @@ void mxp__cvt_register_compose(mxp__kernels *k)
             /* from 16-bit and float8 sources neighbouring elements share random words
              * (kernels.h) in their own way, not the second step's: such pairs keep the entry
              * they have (the scalar reference; on x86 srn_loop and the byte kernels replace it) */
-            if (mxp__sr_shift((mxp_dtype)s, (mxp_dtype)d) == 0) k->cvt[d][s][MXP__SR] = wrappers[isa - 1][d][s][MXP__SR];
+            if (mxp__sr_shift((mxp_dtype)s, (mxp_dtype)d) == 0)
+                k->cvt[d][s][MXP__SR] = wrappers[isa - 1][d][s][MXP__SR];
         }
     }
 }
