@@ -117,7 +117,7 @@ void mxp__cvt_register_compose(mxp__kernels *k)
             k->cvt[d][s][MXP__RNE] = wrappers[isa - 1][d][s][MXP__RNE];
             /* from 16-bit and float8 sources neighbouring elements share random words
              * (kernels.h) in their own way, not the second step's: such pairs keep the entry
-             * they have (the scalar reference; on x86 srn_loop and the byte kernels replace it) */
+             * they have (the scalar reference; on x86 srw_loop and the byte kernels replace it) */
             if (mxp__sr_shift((mxp_dtype)s, (mxp_dtype)d) == 0)
                 k->cvt[d][s][MXP__SR] = wrappers[isa - 1][d][s][MXP__SR];
         }

@@ -238,7 +238,7 @@
 
 /* A narrow format, the same description as cvt_scalar.c's (magnitude bit patterns). */
 typedef struct sfmt {
-    int bits;        /* 16 or 8 */
+    int bits;        /* 16 or 8 (32: SF_F32, a source) */
     int m;           /* mantissa bits */
     int bias;        /* exponent bias */
     uint32_t maxfin; /* largest finite magnitude pattern */
@@ -252,6 +252,8 @@ typedef struct sfmt {
 #define SF_BF16 ((sfmt){16, 7, 127, 0x7F7Fu, 0x7F80u, 0, MXP_BFLOAT16, 0})
 #define SF_E4M3 ((sfmt){8, 3, 7, 0x7Eu, 0u, 1, MXP_FLOAT8_E4M3FN, 0})
 #define SF_E5M2 ((sfmt){8, 2, 15, 0x7Bu, 0x7Cu, 0, MXP_FLOAT8_E5M2, 0})
+/* float32 as srw_loop's source (float32 -> bfloat16 stochastic); no kernel narrows into it */
+#define SF_F32 ((sfmt){32, 23, 127, 0x7F7FFFFFu, 0x7F800000u, 0, MXP_FLOAT32, 0})
 
 /* The stochastic-rounding words (kernels.h's mxp__sr_bits_k) from the Weyl states x of VL
  * consecutive indices (index * MXP__SR_W + the key's low half) and the key's high half khi.
@@ -365,27 +367,20 @@ static SIMD_INLINE V widen1(V h, const sfmt t, V infout)
  * 0x7F80 / 0xFF80 (infinity) becomes 0x7F7F / 0xFF7F, i.e. t - 0x10000. */
 static SIMD_INLINE M bf16_bad(V u) { return m_gt(v_and(u, v_set1(0x7FFFFFFFu)), v_set1(0x7F800000u)); }
 
+static SIMD_INLINE V bf16_sat_t(V t, int sat)
+{
+    if (sat) {
+        const M inf = m_eq(v_and(t, v_set1(0x7FFF0000u)), v_set1(0x7F800000u));
+        t = v_sel(inf, v_sub(t, v_set1(0x10000u)), t);
+    }
+    return t;
+}
 static SIMD_INLINE V bf16_fast_t(V u, V r, int sr, int sat)
 {
-    V t = sr ? v_add(u, v_srli(r, 16))
-             : v_add(v_add(u, v_set1(0x7FFFu)), v_and(v_srli(u, 16), v_set1(1u)));
-    if (sat) {
-        const M inf = m_eq(v_and(t, v_set1(0x7FFF0000u)), v_set1(0x7F800000u));
-        t = v_sel(inf, v_sub(t, v_set1(0x10000u)), t);
-    }
-    return t;
+    return bf16_sat_t(sr ? v_add(u, v_srli(r, 16)) : v_add(v_add(u, v_set1(0x7FFFu)), v_and(v_srli(u, 16), v_set1(1u))),
+                      sat);
 }
 static SIMD_INLINE V bf16_fast(V u, V r, int sr, int sat) { return v_srli(bf16_fast_t(u, r, sr, sat), 16); }
-/* stochastic, with the random addend r16 = r >> 16 given (srb_run's halves) */
-static SIMD_INLINE V bf16_sr_t(V u, V r16, int sat)
-{
-    V t = v_add(u, r16);
-    if (sat) {
-        const M inf = m_eq(v_and(t, v_set1(0x7FFF0000u)), v_set1(0x7F800000u));
-        t = v_sel(inf, v_sub(t, v_set1(0x10000u)), t);
-    }
-    return t;
-}
 
 /* float32 -> float16 / e4m3fn / e5m2 nearest-even when every lane is either tiny (rounds to
  * +-0: |x| <= half the smallest subnormal, the tie going to the even 0) or in the normal range
@@ -1570,7 +1565,8 @@ static SIMD_INLINE size_t srb_run(unsigned char *d, const unsigned char *s, size
             if (m_any(m_or(bf16_bad(u0), bf16_bad(u1)))) break;
 #endif
             il = v_add(il, step);
-            const V t0 = bf16_sr_t(u0, sr_h16_ext(h, 0), sat), t1 = bf16_sr_t(u1, sr_h16_ext(h, 1), sat);
+            /* bf16_fast_t's stochastic step with r >> 16 given */
+            const V t0 = bf16_sat_t(v_add(u0, sr_h16_ext(h, 0)), sat), t1 = bf16_sat_t(v_add(u1, sr_h16_ext(h, 1)), sat);
 #ifdef MXP_SIMD_ST16_HI2
             st16_hi2(d + 2 * i, t0, t1, nt);
 #else
@@ -1588,47 +1584,6 @@ static SIMD_INLINE size_t srb_run(unsigned char *d, const unsigned char *s, size
         i += 2 * VL;
     }
     return i;
-}
-
-/* float32 -> bfloat16 stochastic: srb_run's steps from even indices (kernels.h: two neighbours
- * share a word), between multiples of 2^32 indices, as srn_loop; the reference for the head,
- * the tail and a step that straddles 2^32 */
-static SIMD_INLINE void srb_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a)
-{
-    const unsigned char *s = (const unsigned char *)src;
-    unsigned char *d = (unsigned char *)dst;
-    int nt = 0;
-#ifdef MXP_SIMD_NT_STORE32
-    const int stream = n >= 2 * VL && (n * 6 >= MXP_SIMD_NT_THRESHOLD || a->stream);
-#else
-    const int stream = 0;
-#endif
-    size_t i = sr_start(a->index0, d, n, 2, 4 * VL, 2, stream, &nt);
-    scalar_tail(MXP_BFLOAT16, MXP_FLOAT32, MXP__SR, d, s, i, a, a->index0);
-    while (i + 2 * VL <= n) {
-        uint32_t lo;
-        uint64_t key;
-        const size_t end = sr_block(i, n, a->index0, a->seed, 2 * VL, &lo, &key);
-        if (end == i) { /* the reference takes the straddling elements, as in narrow_loop */
-            const uint64_t idx = a->index0 + i;
-            size_t cnt = (size_t)(0x100000000ull - (uint32_t)idx);
-            while (nt && ((uintptr_t)(d + 2 * (i + cnt)) % (4 * VL)) != 0) cnt++;
-            if (cnt > n - i) cnt = n - i;
-            scalar_tail(MXP_BFLOAT16, MXP_FLOAT32, MXP__SR, d + 2 * i, s + 4 * i, cnt, a, idx);
-            i += cnt;
-            continue;
-        }
-#ifdef MXP_SIMD_NO_SPECIALISE
-        i = srb_run(d, s, i, end, lo, key, a->saturate, nt);
-#else
-        if (a->saturate) i = nt ? srb_run(d, s, i, end, lo, key, 1, 1) : srb_run(d, s, i, end, lo, key, 1, 0);
-        else i = nt ? srb_run(d, s, i, end, lo, key, 0, 1) : srb_run(d, s, i, end, lo, key, 0, 0);
-#endif
-    }
-#ifdef MXP_SIMD_NT_STORE32
-    if (nt && !a->stream) MXP_SIMD_NT_FENCE(); /* a->stream: the caller fences */
-#endif
-    scalar_tail(MXP_BFLOAT16, MXP_FLOAT32, MXP__SR, d + 2 * i, s + 4 * i, n - i, a, a->index0 + i);
 }
 
 static SIMD_INLINE void narrow_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a,
@@ -2093,8 +2048,24 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
     }
     return i;
 }
-/* the runs of srn_run between multiples of 2^32 indices, as narrow_loop's stochastic part */
-static SIMD_INLINE void srn_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt f,
+#endif
+
+/* One run of srw_loop: srb_run for a float32 source (into bfloat16), srn_run for a 16-bit one. */
+static SIMD_INLINE size_t srw_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
+                                  uint64_t key, const sfmt f, const sfmt t, int sat, int nt)
+{
+#ifdef MXP_SIMD_HW_F16
+    if (f.bits == 16) return srn_run(d, s, i, end, lo, key, f, t, sat, nt);
+#endif
+    (void)f;
+    (void)t;
+    return srb_run(d, s, i, end, lo, key, sat, nt);
+}
+/* The frame of the stochastic kernels whose neighbouring elements share random words in pairs
+ * (kernels.h's mxp__sr_bits_src: 16-bit sources, float32 -> bfloat16): srw_run's steps from even
+ * indices, between multiples of 2^32 indices, as narrow_loop's stochastic part; the reference for
+ * the head, the tail and a step that straddles 2^32. */
+static SIMD_INLINE void srw_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt f,
                                  const sfmt t)
 {
     const unsigned char *s = (const unsigned char *)src;
@@ -2126,10 +2097,10 @@ static SIMD_INLINE void srn_loop(void *dst, const void *src, size_t n, const mxp
         const size_t end = i + cnt / (2 * VL) * (2 * VL);
         const uint64_t key = mxp__sr_key(a->seed, (uint32_t)(idx >> 32));
 #ifdef MXP_SIMD_NO_SPECIALISE
-        i = srn_run(d, s, i, end, lo, key, f, t, a->saturate, nt);
+        i = srw_run(d, s, i, end, lo, key, f, t, a->saturate, nt);
 #else
-        if (a->saturate) i = nt ? srn_run(d, s, i, end, lo, key, f, t, 1, 1) : srn_run(d, s, i, end, lo, key, f, t, 1, 0);
-        else i = nt ? srn_run(d, s, i, end, lo, key, f, t, 0, 1) : srn_run(d, s, i, end, lo, key, f, t, 0, 0);
+        if (a->saturate) i = nt ? srw_run(d, s, i, end, lo, key, f, t, 1, 1) : srw_run(d, s, i, end, lo, key, f, t, 1, 0);
+        else i = nt ? srw_run(d, s, i, end, lo, key, f, t, 0, 1) : srw_run(d, s, i, end, lo, key, f, t, 0, 0);
 #endif
     }
 #ifdef MXP_SIMD_NT_STORE32
@@ -2137,7 +2108,6 @@ static SIMD_INLINE void srn_loop(void *dst, const void *src, size_t n, const mxp
 #endif
     scalar_tail(t.dt, f.dt, MXP__SR, d + ob * i, s + ib * i, n - i, a, a->index0 + i);
 }
-#endif
 
 #ifdef MXP_SIMD_F16_F8
 /*
@@ -2228,7 +2198,7 @@ static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const 
     }                                                                                          \
     static void SIMD_FN(base##_sr)(void *dst, const void *src, size_t n, const mxp__cvt_args *a) \
     {                                                                                          \
-        if (F.dt == MXP_BFLOAT16) srb_loop(dst, src, n, a);                                    \
+        if (F.dt == MXP_BFLOAT16) srw_loop(dst, src, n, a, SF_F32, F);                        \
         else narrow_loop(dst, src, n, a, F, 1);                                                \
     }
 #define SIMD_WIDEN(base, F, bf)                                                                \
@@ -2253,7 +2223,7 @@ static void SIMD_FN(cvt_bf16_f16)(void *dst, const void *src, size_t n, const mx
 #define SIMD_SRN(base, F, T)                                                                  \
     static void SIMD_FN(base)(void *dst, const void *src, size_t n, const mxp__cvt_args *a)    \
     {                                                                                          \
-        srn_loop(dst, src, n, a, F, T);                                                       \
+        srw_loop(dst, src, n, a, F, T);                                                       \
     }
 SIMD_SRN(cvt_f16_bf16_sr, SF_BF16, SF_F16)
 SIMD_SRN(cvt_e4m3_bf16_sr, SF_BF16, SF_E4M3)
@@ -2284,7 +2254,7 @@ static void simd_register(mxp__kernels *k)
 
 #ifdef MXP_SIMD_HW_F16
 /* float16 -> bfloat16 nearest-even (float8 -> float16 / bfloat16 and bfloat16 -> float16 have
- * their own kernels in each ISA file) and stochastic rounding from float16 / bfloat16 (srn_loop;
+ * their own kernels in each ISA file) and stochastic rounding from float16 / bfloat16 (srw_loop;
  * from float8 into float16 / bfloat16 every value is exact: the ISA files' kernels). Registered after cvt_compose.c's, which they replace (dispatch.c). */
 static void simd_register_to16(mxp__kernels *k)
 {

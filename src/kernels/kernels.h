@@ -286,7 +286,7 @@ void mxp__cvt_register_avx512_bf16_f8(mxp__kernels *k);
  * bfloat16 (AVX2 by byte planes, AVX-512 by table), bfloat16 <-> float16 nearest-even
  * (cvt_simd_impl.h's to16_loop), float16 / bfloat16 -> float8 nearest-even on 16-bit lanes,
  * e4m3fn <-> e5m2 nearest-even by bytes (AVX2: stochastic too, by bytes), stochastic rounding
- * from float16 / bfloat16 (cvt_simd_impl.h's srn_loop); after mxp__cvt_register_compose, whose
+ * from float16 / bfloat16 (cvt_simd_impl.h's srw_loop); after mxp__cvt_register_compose, whose
  * entries they replace */
 void mxp__cvt_register_avx2_pairs(mxp__kernels *k);
 /* e4m3fn <-> e5m2 by bytes (cvt_avx2.c, shared with cvt_avx512.c): VPSHUFB tables of the
