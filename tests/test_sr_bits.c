@@ -86,16 +86,6 @@ static uint32_t gen_16(uint64_t seed, uint64_t index)
 {
     return mxp__sr_bits_src(seed, index, MXP_BFLOAT16, MXP_FLOAT8_E4M3FN);
 }
-/* float32 -> bfloat16 (since session 49): two neighbours share a word, a half each, at the top of
- * r (top = 16); control 5 gives both the same half (the word's top one) and must fail */
-static uint32_t gen_f32_bf16(uint64_t seed, uint64_t index)
-{
-    return mxp__sr_bits_src(seed, index, MXP_FLOAT32, MXP_BFLOAT16);
-}
-static uint32_t gen_f32_bf16_same_half(uint64_t seed, uint64_t index)
-{
-    return mxp__sr_bits_src(seed, index | 1u, MXP_FLOAT32, MXP_BFLOAT16);
-}
 static uint32_t gen_f8_same_byte(uint64_t seed, uint64_t index)
 {
     return mxp__sr_bits_src(seed, index | 3u, MXP_FLOAT8_E5M2, MXP_FLOAT8_E4M3FN); /* byte 3 for all four */
@@ -109,6 +99,16 @@ static uint32_t gen_e4_bits(uint64_t seed, uint64_t index)
 static uint32_t gen_e4_same_bit(uint64_t seed, uint64_t index)
 {
     return mxp__sr_bits_src(seed, index | 31u, MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2);
+}
+/* float32 -> bfloat16 (since session 49): two neighbours share a word, a half each, at the top of
+ * r (top = 16); control 5 gives both the same half (the word's top one) and must fail */
+static uint32_t gen_f32_bf16(uint64_t seed, uint64_t index)
+{
+    return mxp__sr_bits_src(seed, index, MXP_FLOAT32, MXP_BFLOAT16);
+}
+static uint32_t gen_f32_bf16_same_half(uint64_t seed, uint64_t index)
+{
+    return mxp__sr_bits_src(seed, index | 1u, MXP_FLOAT32, MXP_BFLOAT16);
 }
 
 #define N_WORDS (1u << 21)

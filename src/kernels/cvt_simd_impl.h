@@ -1267,7 +1267,8 @@ static SIMD_INLINE int sr8w16_lone_code(uint32_t out, const unsigned char *q, co
  * when pf (PF_LINES), then the second half's. The order was measured: with both loads and
  * prefetches together after all the words, gcc's f32 -> e5m2 stochastic at 2^26 went 0.115 ->
  * 0.130 ns/element (AMD Zen 5, six alternating runs); with the prefetches at the top of the step,
- * clang's f32 -> bf16 stochastic took 0.142 instead of 0.116 (bench/RESULTS.md session 18). */
+ * clang's f32 -> bf16 stochastic (this loop's until session 49) took 0.142 instead of 0.116
+ * (bench/RESULTS.md session 18). */
 typedef struct sr_in {
     V r0, r1, u0, u1;
 } sr_in;
