@@ -30,7 +30,7 @@
  * writes (see peer_for below), for float32 <-> float16 / bfloat16 nearest-even.
  *
  * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R]
- *                      [--normal S] [--scan] [--streams S] [--prefetch off|l1|l2]
+ *                      [--normal S] [--scan] [--streams S] [--prefetch off|l1|l2] [--thp]
  *   --quick   n in {2^16, 2^26} only
  *   --csv     one CSV row per measurement instead of the table
  *   --isa     only this path (scalar, avx2, avx512, avx512-own, neon, or ggml-style for the peer rows only)
@@ -52,13 +52,23 @@
  *   --prefetch L  the streaming source prefetch (kernels.h's mxp__avx512_prefetch) for this run
  *             instead of the dispatcher's choice for this CPU: off, l1 (AMD Zen 5's scheme) or l2
  *             (Intel's); how one CPU's choice is measured against the others'
+ *   --thp     back the source and destination (shared by the limit loop) with transparent huge
+ *             pages where the kernel allows it (madvise MADV_HUGEPAGE; Linux): what a caller whose
+ *             large buffers are huge pages gets. Without it they are what malloc gives (4 KiB pages
+ *             unless the system's THP setting is "always"), as for most callers.
  * Not a test: numbers on a shared machine are noisy; read medians and ratios.
  */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE (--thp) beyond _POSIX_C_SOURCE */
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "bench_limit.h"
 #include "bench_util.h"
@@ -380,7 +390,7 @@ static void measure_work(const conv *c, const char *name, mxp__cvt_fn fn, bool l
 
 int main(int argc, char **argv)
 {
-    bool quick = false, scan = false, peers = false;
+    bool quick = false, scan = false, peers = false, thp = false;
     int streams = 0; /* --streams: mxp__cvt_streams for this run (0: the dispatcher's choice) */
     int pf_level = -1; /* --prefetch: mxp__avx512_prefetch for this run (-1: the dispatcher's choice) */
     const char *only = NULL, *conv_only = NULL;
@@ -390,6 +400,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--scan") == 0) scan = forced = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) conv_only = argv[++i];
         else if (strcmp(argv[i], "--peers") == 0) peers = true;
+        else if (strcmp(argv[i], "--thp") == 0) thp = true;
         else if (strcmp(argv[i], "--relu") == 0) relu = true;
         else if (strcmp(argv[i], "--range") == 0 && i + 1 < argc && atof(argv[i + 1]) > 0.0) range = atof(argv[++i]);
         else if (strcmp(argv[i], "--normal") == 0 && i + 1 < argc && atof(argv[i + 1]) > 0.0) sigma = atof(argv[++i]);
@@ -404,7 +415,7 @@ int main(int argc, char **argv)
                                                               : -1) >= 0)
             i++;
         else {
-            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--normal S] [--scan] [--streams S] [--prefetch off|l1|l2]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--normal S] [--scan] [--streams S] [--prefetch off|l1|l2] [--thp]\n", argv[0]);
             return 2;
         }
     }
@@ -420,11 +431,24 @@ int main(int argc, char **argv)
      * loop's did not. */
     const char *off_env = getenv("MXP_BENCH_OFFSET");
     const size_t off = off_env ? (size_t)strtoul(off_env, NULL, 10) / 8 * 8 % 64 : 0;
-    unsigned char *srcbuf = aligned_alloc(64, maxn * 8 + 64), *dst = aligned_alloc(64, maxn * 8);
+    /* --thp: 2 MiB aligned and sized, so that every page of them can be a huge one */
+    const size_t align = thp ? (size_t)2 << 20 : 64;
+    const size_t srcsize = (maxn * 8 + 64 + align - 1) / align * align, dstsize = (maxn * 8 + align - 1) / align * align;
+    unsigned char *srcbuf = aligned_alloc(align, srcsize), *dst = aligned_alloc(align, dstsize);
     unsigned char *src = srcbuf ? srcbuf + off : NULL;
     if (!srcbuf || !dst) {
         fprintf(stderr, "out of memory\n");
         return 1;
+    }
+    const char *pages = "as malloc gives them";
+    if (thp) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+        pages = madvise(srcbuf, srcsize, MADV_HUGEPAGE) == 0 && madvise(dst, dstsize, MADV_HUGEPAGE) == 0
+                    ? "transparent huge pages requested (madvise MADV_HUGEPAGE)"
+                    : "transparent huge pages refused by madvise: as malloc gives them";
+#else
+        pages = "no transparent huge pages on this system: as malloc gives them";
+#endif
     }
     memset(dst, 0, maxn * 8);
     char cpu[512];
@@ -438,6 +462,7 @@ int main(int argc, char **argv)
     if (csv) {
         printf("# CPU: %s\n", cpu);
         if (has512) printf("# AVX-512 streaming source prefetch: %s\n", prefetch);
+        printf("# source and destination pages: %s\n", pages);
         printf("# interleaved streams for large float32 -> narrow calls: %d\n", mxp__cvt_streams);
         if (sigma > 0.0) printf("# source data: N(0, %g^2)%s\n", sigma, relu ? ", half of it +0" : "");
         else printf("# source data: over [-%g, %g]%s\n", range, range, relu ? ", half of it +0" : "");
