@@ -131,9 +131,10 @@ extern size_t mxp__nt_threshold;
  * MXP__PREFETCH_L1: PREFETCHT0 in the float8 and stochastic narrowings (AMD Zen 5);
  * MXP__PREFETCH_L2: PREFETCHT2 (and mostly PREFETCHT0 of a nearer line, cvt_avx512.c's pf_line),
  * there and in the nearest-even 16-bit narrowings, the stochastic roundings from 16-bit sources,
- * the float64 narrowings, float16 <-> bfloat16 and the float8 <-> float8 stochastic kernel
- * (Intel), where the in-cache float32 -> bfloat16 loop also converts before it tests
- * (cvt_avx512.c's MXP_SIMD_BF16_HW4_CACHE). Since session 33 the AVX2 kernels read it too
+ * the float64 narrowings, float16 <-> bfloat16, the float8 <-> float8 stochastic kernel and
+ * (since session 50) the float8 sources' nearest-even byte-table loops (Intel), where the
+ * in-cache float32 -> bfloat16 loop also converts before it tests (cvt_avx512.c's
+ * MXP_SIMD_BF16_HW4_CACHE). Since session 33 the AVX2 kernels read it too
  * (cvt_avx2.c's avx2_pf_line, cvt_f64_avx2.c's sr_f64_run): on MXP__PREFETCH_L2 (Intel, AVX2-only
  * parts included) they take the Intel scheme, elsewhere their own PREFETCHT0 2048 bytes ahead.
  * Only speed depends on it, never a result (tests/test_isa.c's mixed-data pass runs at every
