@@ -433,7 +433,8 @@ int main(int argc, char **argv)
     const size_t off = off_env ? (size_t)strtoul(off_env, NULL, 10) / 8 * 8 % 64 : 0;
     /* --thp: 2 MiB aligned and sized, so that every page of them can be a huge one */
     const size_t align = thp ? (size_t)2 << 20 : 64;
-    const size_t srcsize = (maxn * 8 + 64 + align - 1) / align * align, dstsize = (maxn * 8 + align - 1) / align * align;
+    const size_t srcsize = (maxn * 8 + 64 + align - 1) / align * align;
+    const size_t dstsize = (maxn * 8 + align - 1) / align * align;
     unsigned char *srcbuf = aligned_alloc(align, srcsize), *dst = aligned_alloc(align, dstsize);
     unsigned char *src = srcbuf ? srcbuf + off : NULL;
     if (!srcbuf || !dst) {
@@ -477,6 +478,7 @@ int main(int argc, char **argv)
                "limit again) (all measured in this run)\n\n",
                cpu, mxp_isa());
         if (has512) printf("AVX-512 streaming source prefetch: %s (src/kernels/dispatch.c)\n\n", prefetch);
+        printf("source and destination pages: %s\n\n", pages);
         printf("interleaved streams for large float32 -> narrow calls: %d (src/convert.c)\n\n", mxp__cvt_streams);
         if (sigma > 0.0) printf("source data: N(0, %g^2)%s\n\n", sigma, relu ? ", half of it +0" : "");
         else printf("source data: over [-%g, %g]%s\n\n", range, range, relu ? ", half of it +0" : "");

@@ -1567,7 +1567,8 @@ static SIMD_INLINE size_t srb_run(unsigned char *d, const unsigned char *s, size
 #endif
             il = v_add(il, step);
             /* bf16_fast_t's stochastic step with r >> 16 given */
-            const V t0 = bf16_sat_t(v_add(u0, sr_h16_ext(h, 0)), sat), t1 = bf16_sat_t(v_add(u1, sr_h16_ext(h, 1)), sat);
+            const V t0 = bf16_sat_t(v_add(u0, sr_h16_ext(h, 0)), sat);
+            const V t1 = bf16_sat_t(v_add(u1, sr_h16_ext(h, 1)), sat);
 #ifdef MXP_SIMD_ST16_HI2
             st16_hi2(d + 2 * i, t0, t1, nt);
 #else
@@ -2100,8 +2101,10 @@ static SIMD_INLINE void srw_loop(void *dst, const void *src, size_t n, const mxp
 #ifdef MXP_SIMD_NO_SPECIALISE
         i = srw_run(d, s, i, end, lo, key, f, t, a->saturate, nt);
 #else
-        if (a->saturate) i = nt ? srw_run(d, s, i, end, lo, key, f, t, 1, 1) : srw_run(d, s, i, end, lo, key, f, t, 1, 0);
-        else i = nt ? srw_run(d, s, i, end, lo, key, f, t, 0, 1) : srw_run(d, s, i, end, lo, key, f, t, 0, 0);
+        if (a->saturate)
+            i = nt ? srw_run(d, s, i, end, lo, key, f, t, 1, 1) : srw_run(d, s, i, end, lo, key, f, t, 1, 0);
+        else
+            i = nt ? srw_run(d, s, i, end, lo, key, f, t, 0, 1) : srw_run(d, s, i, end, lo, key, f, t, 0, 0);
 #endif
     }
 #ifdef MXP_SIMD_NT_STORE32
