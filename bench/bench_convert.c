@@ -30,7 +30,8 @@
  * writes (see peer_for below), for float32 <-> float16 / bfloat16 nearest-even.
  *
  * Usage: bench_convert [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R]
- *                      [--normal S] [--scan] [--streams S] [--prefetch off|l1|l2] [--thp]
+ *                      [--normal S] [--scan] [--streams S] [--prefetch off|l1|l2] [--ahead on|off]
+ *                      [--thp]
  *   --quick   n in {2^16, 2^26} only
  *   --csv     one CSV row per measurement instead of the table
  *   --isa     only this path (scalar, avx2, avx512, avx512-own, neon, or ggml-style for the peer rows only)
@@ -52,6 +53,8 @@
  *   --prefetch L  the streaming source prefetch (kernels.h's mxp__avx512_prefetch) for this run
  *             instead of the dispatcher's choice for this CPU: off, l1 (AMD Zen 5's scheme) or l2
  *             (Intel's); how one CPU's choice is measured against the others'
+ *   --ahead A the range tests ahead of the streaming 16-bit -> float8 stochastic steps (kernels.h's
+ *             mxp__avx512_ahead) on or off for this run
  *   --thp     back the source and destination (shared by the limit loop) with transparent huge
  *             pages where the kernel allows it (madvise MADV_HUGEPAGE; Linux): what a caller whose
  *             large buffers are huge pages gets. Without it they are what malloc gives (4 KiB pages
@@ -393,6 +396,7 @@ int main(int argc, char **argv)
     bool quick = false, scan = false, peers = false, thp = false;
     int streams = 0; /* --streams: mxp__cvt_streams for this run (0: the dispatcher's choice) */
     int pf_level = -1; /* --prefetch: mxp__avx512_prefetch for this run (-1: the dispatcher's choice) */
+    int ahead = -1;    /* --ahead: mxp__avx512_ahead for this run (-1: the dispatcher's choice) */
     const char *only = NULL, *conv_only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
@@ -414,8 +418,14 @@ int main(int argc, char **argv)
                              : strcmp(argv[i + 1], "l2") == 0 ? MXP__PREFETCH_L2
                                                               : -1) >= 0)
             i++;
+        else if (strcmp(argv[i], "--ahead") == 0 && i + 1 < argc &&
+                 (ahead = strcmp(argv[i + 1], "off") == 0 ? 0 : strcmp(argv[i + 1], "on") == 0 ? 1 : -1) >= 0)
+            i++;
         else {
-            fprintf(stderr, "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R] [--normal S] [--scan] [--streams S] [--prefetch off|l1|l2] [--thp]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--quick] [--csv] [--isa NAME] [--only CONVERSION] [--peers] [--relu] [--range R]\n"
+                    "       [--normal S] [--scan] [--streams S] [--prefetch off|l1|l2] [--ahead on|off] [--thp]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -460,9 +470,11 @@ int main(int argc, char **argv)
     static const char *const pf_names[] = {"off", "on (into L1, AMD Zen 5's scheme)", "on (into L2, Intel's scheme)"};
     const char *prefetch = pf_names[mxp__avx512_prefetch];
     if (streams) mxp__cvt_streams = streams; /* after the dispatcher set it (above) */
+    if (ahead >= 0) mxp__avx512_ahead = ahead;
     if (csv) {
         printf("# CPU: %s\n", cpu);
         if (has512) printf("# AVX-512 streaming source prefetch: %s\n", prefetch);
+        if (has512) printf("# 16-bit -> float8 stochastic range tests ahead: %s\n", mxp__avx512_ahead ? "on" : "off");
         printf("# source and destination pages: %s\n", pages);
         printf("# interleaved streams for large float32 -> narrow calls: %d\n", mxp__cvt_streams);
         if (sigma > 0.0) printf("# source data: N(0, %g^2)%s\n", sigma, relu ? ", half of it +0" : "");
@@ -478,6 +490,9 @@ int main(int argc, char **argv)
                "limit again) (all measured in this run)\n\n",
                cpu, mxp_isa());
         if (has512) printf("AVX-512 streaming source prefetch: %s (src/kernels/dispatch.c)\n\n", prefetch);
+        if (has512)
+            printf("16-bit -> float8 stochastic range tests ahead: %s (src/kernels/kernels.h)\n\n",
+                   mxp__avx512_ahead ? "on" : "off");
         printf("source and destination pages: %s\n\n", pages);
         printf("interleaved streams for large float32 -> narrow calls: %d (src/convert.c)\n\n", mxp__cvt_streams);
         if (sigma > 0.0) printf("source data: N(0, %g^2)%s\n\n", sigma, relu ? ", half of it +0" : "");

@@ -757,7 +757,10 @@ static void test_lone_tiny(void **state)
 
 /* float16 / bfloat16 -> float8 on fill_f32's float32 values (data names them), rounded to the 16-bit
  * format by the reference; in cache and streaming (threshold 4096 bytes), both modes, saturate
- * off and on, every SIMD table against the scalar one. */
+ * off and on, every SIMD table against the scalar one. Streaming runs twice, with the stochastic
+ * steps' range tests ahead (kernels.h's mxp__avx512_ahead) as the dispatcher set them and the
+ * other way, on n = N and on two shorter calls: 999 elements (fewer steps than are tested ahead)
+ * and 1543 (the tests ahead reach past the end). */
 static void check_tiny16(void (*fill_f32)(unsigned char *, size_t), const char *data)
 {
     enum { N = 20011 };
@@ -771,6 +774,7 @@ static void check_tiny16(void (*fill_f32)(unsigned char *, size_t), const char *
     const int ntabs = tables_to_check(tabs, scratch);
     static const int srcs[] = {MXP_FLOAT16, MXP_BFLOAT16}, dsts[] = {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2};
     int checked = 0;
+    const int old_ahead = mxp__avx512_ahead;
     for (int si = 0; si < 2; si++) {
         const int s = srcs[si];
         const mxp__cvt_args a0 = {false, 0, 0, false};
@@ -780,15 +784,22 @@ static void check_tiny16(void (*fill_f32)(unsigned char *, size_t), const char *
                 for (int mode = 0; mode < MXP__NMODES; mode++) {
                     const int d = dsts[di];
                     if (tabs[ti]->cvt[d][s][mode] == ref->cvt[d][s][mode]) continue;
-                    for (int v = 0; v < 4; v++) { /* bit 0: saturate; bit 1: streaming */
+                    /* bit 0: saturate; v >= 2: streaming; v >= 4: the other ahead setting */
+                    for (int v = 0; v < 6; v++) {
                         const mxp__cvt_args a = {(v & 1) != 0, 11, 0xFFFF0000ull, false};
-                        mxp__nt_threshold = (v & 2) ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
-                        char what[160];
-                        snprintf(what, sizeof what, "%s %s -> %s %s sat=%d n=%d%s (%s)", tabs[ti]->name, dt_name(s),
-                                 dt_name(d), mode ? "SR" : "RNE", v & 1, (int)N, (v & 2) ? " streaming" : "", data);
-                        run_compare(tabs[ti], d, s, mode, &a, src, N, want, got + ((v & 2) ? 0 : 1), what);
-                        checked++;
+                        mxp__nt_threshold = v >= 2 ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
+                        mxp__avx512_ahead = v >= 4 ? !old_ahead : old_ahead;
+                        static const size_t ns[] = {N, 999, 1543};
+                        for (size_t ni = 0; ni < (v >= 2 ? 3u : 1u); ni++) {
+                            const char *how = v < 2 ? "" : mxp__avx512_ahead ? " streaming, ahead" : " streaming";
+                            char what[160];
+                            snprintf(what, sizeof what, "%s %s -> %s %s sat=%d n=%zu%s (%s)", tabs[ti]->name,
+                                     dt_name(s), dt_name(d), mode ? "SR" : "RNE", v & 1, ns[ni], how, data);
+                            run_compare(tabs[ti], d, s, mode, &a, src, ns[ni], want, got + (v >= 2 ? 0 : 1), what);
+                            checked++;
+                        }
                     }
+                    mxp__avx512_ahead = old_ahead;
                 }
     }
     mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT;

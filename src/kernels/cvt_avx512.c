@@ -551,6 +551,41 @@ PRIM V sr8w16_codes(const unsigned char *p, V rw, int Dw, uint32_t lw, uint32_t 
     const V t = _mm512_add_epi16(x, rw);
     return Dw == 8 ? srli16_dw(t, 8) : sr8w_code(t, Dw + 16, sr8w_rebw(rebw << 16), sr8w_mad(Dw + 16));
 }
+/* sr8w16_codes in two parts, for srn_run's streaming loop on the CPUs set to test ahead
+ * (kernels.h's mxp__avx512_ahead, MXP_SIMD_SR8_AHEAD in cvt_simd_impl.h): the class of the 32
+ * words at p, tested steps before their codes: 0 when every word is in [lw, hw), 1 when those
+ * outside are all +-0 (ReLU data), 2 otherwise; and the codes of a step of class 0 or 1 (zeros
+ * = 1: the +-0 lanes' codes, their sign, put in as sr8w16_zeros does), without the test. Their
+ * constants (sr8a_consts) are built once per run and pinned (built in the step, gcc rebuilt
+ * three of them in every step). */
+#define MXP_SIMD_SR8_AHEAD 1
+typedef struct {
+    V mag, l, span, rebw, mad;
+} sr8a_c;
+PRIM sr8a_c sr8a_consts(uint32_t lw, uint32_t hw, uint32_t rebw, int Dw)
+{
+    sr8a_c c;
+    c.mag = _mm512_set1_epi16(0x7FFF);
+    c.l = _mm512_set1_epi16((short)lw);
+    c.span = _mm512_set1_epi16((short)(hw - 1u - lw));
+    c.rebw = sr8w_rebw(rebw << 16);
+    c.mad = sr8w_mad(Dw + 16);
+    return c;
+}
+PRIM unsigned char sr8w16_class(const unsigned char *p, const sr8a_c *c)
+{
+    const V x = _mm512_loadu_si512(p);
+    const uint32_t out = _mm512_cmpgt_epu16_mask(_mm512_sub_epi16(_mm512_and_si512(x, c->mag), c->l), c->span);
+    const uint32_t z = _mm512_testn_epi16_mask(x, c->mag);
+    return (unsigned char)((out != 0) + ((out & ~z) != 0));
+}
+PRIM V sr8w16_codes_in(const unsigned char *p, V rw, int Dw, const sr8a_c *c, int zeros)
+{
+    const V x = _mm512_loadu_si512(p), t = _mm512_add_epi16(x, rw);
+    const V b = Dw == 8 ? srli16_dw(t, 8) : sr8w_code(t, Dw + 16, c->rebw, c->mad);
+    if (!zeros) return b;
+    return _mm512_mask_mov_epi16(b, _mm512_testn_epi16_mask(x, c->mag), _mm512_srli_epi16(x, 8));
+}
 /* After sr8w16_codes found lanes outside (out): when they are all +-0 (ReLU data: nearly every
  * step of e4m3fn), their codes (the sign alone: the word's high byte) put into *b, and 1; else 0
  * (*b unchanged). Before, such a step widened and took the zero-aware float32 step. AMD Zen 4,

@@ -49,6 +49,7 @@
 size_t mxp__nt_threshold = MXP__NT_THRESHOLD_DEFAULT; /* used by the SIMD kernels; kernels.h */
 int mxp__avx512_prefetch = 0;                         /* set by dispatch.c; kernels.h */
 int mxp__avx512_half_width = 0;                       /* set by dispatch.c; kernels.h */
+int mxp__avx512_ahead = 0;                            /* set by dispatch.c; kernels.h */
 int mxp__cvt_streams = 1;                             /* set by dispatch.c; kernels.h */
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -148,6 +148,17 @@ extern int mxp__avx512_prefetch;
  * (tests/test_isa.c's mixed-data pass runs with both values). */
 extern int mxp__avx512_half_width;
 
+/* Nonzero on CPUs whose AVX-512 stochastic roundings from 16-bit sources to float8 (not float16 ->
+ * e5m2) classify each streaming step's lanes MXP__SR_AHEAD steps before converting it
+ * (cvt_simd_impl.h's srn_run): a step with a lane outside the fast step's range (uniform data
+ * over [-8, 8]: 6% of the steps to e4m3fn; ReLU data's zeros: nearly all) took a branch that
+ * mispredicts where such steps come at random, and out of cache a branch decided by a load that
+ * is still on its way costs that load's wait; decided by a load made steps before, it does not.
+ * Set once by the dispatcher (dispatch.c: AMD Zen 4, where it was measured); only speed depends
+ * on it, never a result (tests/test_isa.c's check_tiny16 runs both values). */
+extern int mxp__avx512_ahead;
+#define MXP__SR_AHEAD 48
+
 /* Interleaved streams (src/convert.c's mxp__cvt_run): a call at or above mxp__nt_threshold
  * bytes that narrows a float32 source or widens a float16 / bfloat16 one to float32 runs as this many sub-ranges, advanced MXP__CVT_STREAM_STEP elements at a time in turn, each
  * step a kernel call with args.stream set (non-temporal stores whatever its n; one SFENCE at the
