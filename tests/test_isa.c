@@ -756,7 +756,7 @@ static void test_lone_tiny(void **state)
 }
 
 /* float16 / bfloat16 -> float8 on fill_f32's float32 values (data names them), rounded to the 16-bit
- * format by the reference; in cache and streaming (threshold 4096 bytes), both modes, saturate
+ * format by the reference; in cache and streaming (threshold 2048 bytes), both modes, saturate
  * off and on, every SIMD table against the scalar one. Streaming runs twice, with the stochastic
  * steps' range tests ahead (kernels.h's mxp__avx512_ahead) as the dispatcher set them and the
  * other way, on n = N and on two shorter calls: 999 elements (fewer steps than are tested ahead)
@@ -787,7 +787,7 @@ static void check_tiny16(void (*fill_f32)(unsigned char *, size_t), const char *
                     /* bit 0: saturate; v >= 2: streaming; v >= 4: the other ahead setting */
                     for (int v = 0; v < 6; v++) {
                         const mxp__cvt_args a = {(v & 1) != 0, 11, 0xFFFF0000ull, false};
-                        mxp__nt_threshold = v >= 2 ? 4096 : MXP__NT_THRESHOLD_DEFAULT;
+                        mxp__nt_threshold = v >= 2 ? 2048 : MXP__NT_THRESHOLD_DEFAULT; /* 999 * 3 bytes stream */
                         mxp__avx512_ahead = v >= 4 ? !old_ahead : old_ahead;
                         static const size_t ns[] = {N, 999, 1543};
                         for (size_t ni = 0; ni < (v >= 2 ? 3u : 1u); ni++) {
