@@ -544,12 +544,18 @@ PRIM V sr_h16_pair(V lw, V hw, int hi)
     const V k = _mm512_or_si512(v_iota(), _mm512_slli_epi32(v_iota(), 16));
     return _mm512_permutex2var_epi16(lw, _mm512_add_epi32(k, v_set1(hi ? 0x00300010u : 0x00200000u)), hw);
 }
+/* the codes of the words t = x + rw (sr8w16_codes, sr8w16_codes_in; rebw, mad: sr8w_code's) */
+PRIM V sr8w16_tcode(V t, int Dw, V rebw, V mad) { return Dw == 8 ? srli16_dw(t, 8) : sr8w_code(t, Dw + 16, rebw, mad); }
+/* b with the lanes where x is +-0 set to their codes, the sign alone (x's high byte) */
+PRIM V sr8w16_zcode(V b, V x, V mag)
+{
+    return _mm512_mask_mov_epi16(b, _mm512_testn_epi16_mask(x, mag), _mm512_srli_epi16(x, 8));
+}
 PRIM V sr8w16_codes(const unsigned char *p, V rw, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw, uint32_t *out)
 {
     const V x = _mm512_loadu_si512(p);
     *out = sr8w_out(_mm512_and_si512(x, _mm512_set1_epi16(0x7FFF)), lw << 16, hw << 16);
-    const V t = _mm512_add_epi16(x, rw);
-    return Dw == 8 ? srli16_dw(t, 8) : sr8w_code(t, Dw + 16, sr8w_rebw(rebw << 16), sr8w_mad(Dw + 16));
+    return sr8w16_tcode(_mm512_add_epi16(x, rw), Dw, sr8w_rebw(rebw << 16), sr8w_mad(Dw + 16));
 }
 /* sr8w16_codes in two parts, for srn_run's streaming loop on the CPUs set to test ahead
  * (kernels.h's mxp__avx512_ahead, MXP_SIMD_SR8_AHEAD in cvt_simd_impl.h): the class of the 32
@@ -581,10 +587,8 @@ PRIM unsigned char sr8w16_class(const unsigned char *p, const sr8a_c *c)
 }
 PRIM V sr8w16_codes_in(const unsigned char *p, V rw, int Dw, const sr8a_c *c, int zeros)
 {
-    const V x = _mm512_loadu_si512(p), t = _mm512_add_epi16(x, rw);
-    const V b = Dw == 8 ? srli16_dw(t, 8) : sr8w_code(t, Dw + 16, c->rebw, c->mad);
-    if (!zeros) return b;
-    return _mm512_mask_mov_epi16(b, _mm512_testn_epi16_mask(x, c->mag), _mm512_srli_epi16(x, 8));
+    const V x = _mm512_loadu_si512(p), b = sr8w16_tcode(_mm512_add_epi16(x, rw), Dw, c->rebw, c->mad);
+    return zeros ? sr8w16_zcode(b, x, c->mag) : b;
 }
 /* After sr8w16_codes found lanes outside (out): when they are all +-0 (ReLU data: nearly every
  * step of e4m3fn), their codes (the sign alone: the word's high byte) put into *b, and 1; else 0

@@ -1950,6 +1950,14 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
     V il = v_add(v_set1((lo >> 1) * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     const size_t i_first = i; /* its index is lo */
     (void)i_first;
+#ifdef MXP_SIMD_SR8_W16
+    /* the word terms of the steps to float8 (the ISA file's sr8w16_codes; w8: such a call) */
+    const int w8 = ib == 2 && t.bits == 8;
+    const uint32_t rebw = w8 ? (uint32_t)(f.bias - t.bias) << f.m : 0u;
+    const uint32_t lw = !w8 || f.bias == t.bias ? 0u : rebw + (1u << f.m);
+    const uint32_t hw = w8 ? (t.maxfin << (f.m - t.m)) + rebw : 1u;
+    const int Dw = w8 ? f.m - t.m : 8;
+#endif
 #ifdef MXP_SIMD_SR8_AHEAD
     /* Streaming to float8 on the CPUs set to (kernels.h's mxp__avx512_ahead): each step's class
      * (sr8w16_class: in range, +-0 the only lanes outside, or other) tested MXP__SR_AHEAD steps
@@ -1966,18 +1974,11 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
     _Static_assert(MXP__SR_AHEAD < RING, "the ring holds the steps tested ahead and the one converted");
     unsigned char ring[RING];
     size_t ahead_k = 0;
-    const int ahead = nt && mxp__avx512_ahead && ib == 2 && t.bits == 8 && f.bias != t.bias;
-    sr8a_c ac;
-    if (ahead) {
-        const uint32_t rebw = (uint32_t)(f.bias - t.bias) << f.m;
-        const uint32_t lw = f.bias == t.bias ? 0u : rebw + (1u << f.m), hw = (t.maxfin << (f.m - t.m)) + rebw;
-        ac = sr8a_consts(lw, hw, rebw, f.m - t.m);
-        for (size_t j = 0; j < MXP__SR_AHEAD; j++) {
-            const size_t ij = i + j * 2 * VL;
-            ring[j] = ij + 2 * VL <= end ? sr8w16_class(s + 2 * ij, &ac) : 2;
-        }
-    } else {
-        ac = sr8a_consts(0, 1, 0, 8); /* unused */
+    const int ahead = nt && mxp__avx512_ahead && w8 && f.bias != t.bias;
+    sr8a_c ac = sr8a_consts(lw, hw, rebw, Dw);
+    for (size_t j = 0; ahead && j < MXP__SR_AHEAD; j++) {
+        const size_t ij = i + j * 2 * VL;
+        ring[j] = ij + 2 * VL <= end ? sr8w16_class(s + 2 * ij, &ac) : 2;
     }
 #ifdef MXP_SIMD_PIN
     MXP_SIMD_PIN(ac.mag);
@@ -1992,11 +1993,8 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
         const V h = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 2*VL top halves, in order */
         il = v_add(il, step);
 #ifdef MXP_SIMD_SR8_W16
-        if (ib == 2 && t.bits == 8) {
+        if (w8) {
             /* 16-bit source -> float8 on the loaded words (the ISA file's sr8w16_codes) */
-            const uint32_t rebw = (uint32_t)(f.bias - t.bias) << f.m;
-            const uint32_t lw = f.bias == t.bias ? 0u : rebw + (1u << f.m), hw = (t.maxfin << (f.m - t.m)) + rebw;
-            const int Dw = f.m - t.m;
 #ifdef MXP_SIMD_SR8_AHEAD
             if (ahead) {
                 const size_t ia = i + MXP__SR_AHEAD * 2 * VL; /* the step tested now */
