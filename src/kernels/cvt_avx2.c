@@ -374,8 +374,8 @@ PRIM int sr8_fast2z(void *p, V u0, V u1, V r0, V r1, int D, uint32_t lo, uint32_
  * saturates; Dw = 8: the shifted word is the code). The random addends are the elements' random
  * halves shifted right by 16 - Dw (sr8w16_rwh; until session 46 the top Dw bits of their own
  * words, by VPACKUSDW and one VPERMQ into element order). The lanes taken are
- * lw <= |x| < hw: the wrapping |x| - lw saturating-minus the span is zero. *out: nonzero when
- * some lane is outside (nothing else is read from it here: no lone-lane patch on AVX2). Before,
+ * lw <= |x| < hw: the wrapping |x| - lw saturating-minus the span is zero. *out: nonzero
+ * when a lane is outside, two bits a word (sr8w16_lanes makes it a lane mask). Before,
  * each step widened the 16 words to two float32 vectors and ran sr_fast on each. AMD Zen 4
  * running these kernels (--isa avx2), three alternating runs each, medians, ns/element: bf16 ->
  * e4m3fn in cache 0.261 -> 0.216, at 2^26 0.312 -> 0.257; bf16 -> e5m2 0.253 -> 0.199 and 0.300
@@ -401,6 +401,18 @@ PRIM V w16_out(V a, uint32_t lw, uint32_t hw)
     return _mm256_subs_epu16(_mm256_sub_epi16(a, _mm256_set1_epi16((short)lw)),
                              _mm256_set1_epi16((short)(hw - 1u - lw)));
 }
+/* sr8w16_codes' out (two bits a word, VPMOVMSKB's) as lanes (bit j: word j), for srn_run's lone
+ * lane (MXP_SIMD_SR8W16_PATCH): compacted there only, since a step that the +-0 lanes' store
+ * takes (ReLU data: nearly every step) does not read it. Compacted in every step, --relu data,
+ * bf16 -> e4m3fn stochastic in cache took 0.157 -> 0.184 ns/element (session 52). */
+PRIM uint32_t sr8w16_lanes(uint32_t out)
+{
+    uint32_t m = out & 0x55555555u;
+    m = (m | m >> 1) & 0x33333333u;
+    m = (m | m >> 2) & 0x0F0F0F0Fu;
+    m = (m | m >> 4) & 0x00FF00FFu;
+    return (m | m >> 8) & 0xFFFFu;
+}
 /* sr8w16_codes' random addends, r >> (32 - Dw) in word lanes in element order, from the vector h
  * of the elements' random top halves (kernels.h's mxp__sr_bits_src: element j's is halfword j;
  * until session 46 each had a word of its own, and two hashed vectors gave them by VPACKUSDW and
@@ -411,16 +423,22 @@ PRIM V sr_h16_ext(V h, int hi)
 {
     return _mm256_cvtepu16_epi32(hi ? _mm256_extracti128_si256(h, 1) : _mm256_castsi256_si128(h));
 }
+/* the codes of the words t = x + rw (sr8w16_codes, sr8w16_codes_in): rebw the rebias, mad
+ * VPMADDUBSW's bytes (1, 2^Dw), lo8 0x00FF in each word */
+PRIM V sr8w16_tcode(V t, int Dw, V rebw, V mad, V lo8)
+{
+    if (Dw == 8) return _mm256_srli_epi16(t, 8);
+    const V c = _mm256_maddubs_epi16(srli16_n(_mm256_sub_epi16(t, rebw), Dw), mad);
+    return Dw == 7 ? _mm256_and_si256(c, lo8) : c;
+}
+PRIM V sr8w16_mad(int Dw) { return _mm256_set1_epi16((short)(1 | (1 << Dw) << 8)); }
 PRIM V sr8w16_codes(const unsigned char *p, V rw, int Dw, uint32_t lw, uint32_t hw, uint32_t rebw, uint32_t *out)
 {
     const V x = _mm256_loadu_si256((const __m256i *)(const void *)p);
     const V bad = w16_out(_mm256_and_si256(x, _mm256_set1_epi16(0x7FFF)), lw, hw);
-    *out = !_mm256_testz_si256(bad, bad);
-    const V t = _mm256_add_epi16(x, rw);
-    if (Dw == 8) return _mm256_srli_epi16(t, 8);
-    const V tq = srli16_n(_mm256_sub_epi16(t, _mm256_set1_epi16((short)rebw)), Dw);
-    const V c = _mm256_maddubs_epi16(tq, _mm256_set1_epi16((short)(1 | (1 << Dw) << 8)));
-    return Dw == 7 ? _mm256_and_si256(c, _mm256_set1_epi16(0xFF)) : c;
+    *out = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi16(bad, _mm256_setzero_si256()));
+    return sr8w16_tcode(_mm256_add_epi16(x, rw), Dw, _mm256_set1_epi16((short)rebw), sr8w16_mad(Dw),
+                        _mm256_set1_epi16(0xFF));
 }
 /* After sr8w16_codes found a lane outside: when every such lane is +-0 (ReLU data: nearly every
  * step of e4m3fn), their codes (the sign alone: the word's high byte) put into *b, and 1; else 0
@@ -435,6 +453,15 @@ PRIM int sr8w16_zeros(const unsigned char *p, V *b, uint32_t out, uint32_t lw, u
     if (!_mm256_testz_si256(bad, bad)) return 0;
     *b = _mm256_blendv_epi8(*b, _mm256_srli_epi16(x, 8), z);
     return 1;
+}
+/* b with the word lanes of mask one (bit j: lane j) set to code (srn_run's lone lane,
+ * MXP_SIMD_SR8W16_PATCH) */
+#define MXP_SIMD_SR8W16_PATCH 1
+PRIM V sr8_patch(V b, uint32_t one, uint32_t code)
+{
+    const V bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, -32768);
+    const V m = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16((short)one), bit), bit);
+    return _mm256_blendv_epi8(b, _mm256_set1_epi16((short)code), m);
 }
 /* 16 word lanes (< 256, element order) -> 16 bytes at p */
 PRIM void sr8w_store(void *p, V b, int nt)

@@ -608,6 +608,8 @@ PRIM int sr8w16_zeros(const unsigned char *p, V *b, uint32_t out, uint32_t lw, u
 }
 /* sr8_codes2's codes with the lanes of mask one replaced by code (to be stored by sr8w_store) */
 #define MXP_SIMD_SR8_PATCH 1
+#define MXP_SIMD_SR8W16_PATCH 1
+PRIM uint32_t sr8w16_lanes(uint32_t out) { return out; } /* sr8w16_codes' out is the lane mask */
 PRIM V sr8_patch(V b, uint32_t one, uint32_t code) { return _mm512_mask_set1_epi16(b, (__mmask32)one, (short)code); }
 
 /* sr8_fast2zc's constants, loaded once per run from sr8z_tab and pinned: built in the step, gcc

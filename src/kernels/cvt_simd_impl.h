@@ -142,10 +142,12 @@
  *                             sr_h16_pair(l, h, hi): those of h above those of l, for srn_run's
  *                             other steps), Dw dropped
  *                             bits, rebias rebw, taken where lw <= |x| < hw (all in the source's
- *                             words; out: nonzero when a lane is outside; the AVX-512 file's is the
- *                             mask, the AVX2 file's only says so), and the 2*VL codes stored;
- *                             sr8w16_zeros(p, &b, out, lw, hw): when out's lanes are all +-0,
- *                             their codes put in b, and 1 (else 0)
+ *                             words; out: nonzero when a lane is outside), and the 2*VL codes
+ *                             stored; sr8w16_zeros(p, &b, out, lw, hw): when out's lanes are all
+ *                             +-0, their codes put in b, and 1 (else 0); with
+ *                             MXP_SIMD_SR8W16_PATCH, sr8w16_lanes(out) (out as a lane mask) and
+ *                             sr8_patch (as above), srn_run takes a step whose lone lane outside
+ *                             is below the normal range in place
  *   MXP_SIMD_M_BITS with m_bits(m): mask m as bits (bit k: lane k); sr_run then takes a step
  *                             whose lone irregular lane is below the normal range after its
  *                             fast loop stops (where MXP_SIMD_SR8_PATCH does not)
@@ -674,7 +676,8 @@ static SIMD_INLINE size_t tiny_run(unsigned char *d, const unsigned char *s, siz
     return i;
 }
 
-#if defined(MXP_SIMD_SR8_PATCH) || defined(MXP_SIMD_NARROW8_PATCH) || defined(MXP_SIMD_M_BITS)
+#if defined(MXP_SIMD_SR8_PATCH) || defined(MXP_SIMD_SR8W16_PATCH) || defined(MXP_SIMD_NARROW8_PATCH) ||           \
+    defined(MXP_SIMD_M_BITS)
 /* One float32 (bits xb) below a float8 target's normal range as mant / 2^sh in units of the
  * subnormal quantum Q = 2^(1 - bias - m): a / Q = mant / 2^sh. a < 2^(1 - bias) gives
  * sh >= 24 - m >= 21; a float32 subnormal (e = 0) has sh >= 140 - m. */
@@ -1209,7 +1212,7 @@ static SIMD_INLINE size_t rne_run(unsigned char *d, const unsigned char *s, size
     return i;
 }
 
-#if defined(MXP_SIMD_SR8_PATCH) || defined(MXP_SIMD_M_BITS)
+#if defined(MXP_SIMD_SR8_PATCH) || defined(MXP_SIMD_SR8W16_PATCH) || defined(MXP_SIMD_M_BITS)
 /* The float8 code of one float32 (bits xb) below the target's normal range, rounded
  * stochastically with its full random word r by kernels.h's rule, in integer arithmetic (so
  * whatever MXCSR says): a / Q = mant / 2^sh with Q = 2^(1 - bias - m) the subnormal quantum, so
@@ -1240,7 +1243,7 @@ static SIMD_INLINE int sr8_lone_code(uint32_t out, const unsigned char *q, const
     *code = sr8_tiny_code(xb, t, mxp__sr_bits_k(key, index0 + j));
     return (int)j;
 }
-#ifdef MXP_SIMD_SR8_PATCH /* srn_run's lone lane needs the lane mask that only this ISA's step gives */
+#ifdef MXP_SIMD_SR8W16_PATCH /* srn_run's lone lane needs the lane mask that the ISA's step gives */
 /* sr8_lone_code for a step of 2*VL 16-bit elements at q (format f; lanes outside the word
  * range [lw, hw) in out): the lone lane's float32 bits are its bfloat16 word moved up, or its
  * float16 value when that is normal (a float16 subnormal, sign aside below 2^-14, takes the
@@ -2015,7 +2018,7 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
                 sr8w_store(d + i, b, nt);
                 continue;
             }
-#ifdef MXP_SIMD_SR8_PATCH
+#ifdef MXP_SIMD_SR8W16_PATCH
             if (lw != 0) {
                 /* one lane below the range (N(0, 1) data: about a quarter of the steps to e4m3fn),
                  * its code in scalar code, as sr_run's lone lane. AMD Zen 4, avx512-own, three
@@ -2023,8 +2026,9 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
                  * over [-8, 8] (6% of steps) 0.172 -> 0.149; at 2^26 0.435 -> 0.349 and 0.200 ->
                  * 0.179 (session 41) */
                 uint32_t code;
-                if (sr8w16_lone_code(out, s + 2 * i, f, t, lw, key, lo + (uint32_t)(i - i_first), &code) >= 0) {
-                    sr8w_store(d + i, sr8_patch(b, out, code), nt);
+                const uint32_t lanes = sr8w16_lanes(out);
+                if (sr8w16_lone_code(lanes, s + 2 * i, f, t, lw, key, lo + (uint32_t)(i - i_first), &code) >= 0) {
+                    sr8w_store(d + i, sr8_patch(b, lanes, code), nt);
                     continue;
                 }
             }
