@@ -930,16 +930,36 @@ SIMD_F16_F8(cvt_e5m2_bf16__avx2, MXP_FLOAT8_E5M2, MXP_BFLOAT16)
  */
 _Alignas(32) unsigned char mxp__f8b_sub[2][32]; /* kernels.h */
 unsigned char mxp__f8b_nan;
+/* e5m2_e4m3_b's constants (f8s2_mix keeps them in registers across its calls) */
+typedef struct {
+    __m256i x7f, x40, sub, x14, x23, top, x7c;
+} e54_k;
+PRIM e54_k e54_consts(int sat)
+{
+    e54_k k;
+    k.x7f = _mm256_set1_epi8(0x7F);
+    k.x40 = _mm256_set1_epi8(64);
+    k.sub = _mm256_load_si256((const __m256i *)(const void *)mxp__f8b_sub[0]);
+    k.x14 = _mm256_set1_epi8(20);
+    k.x23 = _mm256_set1_epi8(35);
+    k.top = _mm256_set1_epi8(sat ? 0x7E : 0x7F);
+    k.x7c = _mm256_set1_epi8(0x7C);
+    return k;
+}
+PRIM __m256i e5m2_e4m3_bk(__m256i b, int sat, const e54_k *k)
+{
+    const __m256i a = _mm256_and_si256(b, k->x7f);
+    const __m256i nrm = _mm256_sub_epi8(_mm256_add_epi8(a, a), k->x40);
+    const __m256i sub = _mm256_shuffle_epi8(k->sub, _mm256_sub_epi8(a, k->x14));
+    __m256i r = _mm256_blendv_epi8(sub, nrm, _mm256_cmpgt_epi8(a, k->x23));
+    r = _mm256_min_epu8(r, k->top);
+    if (sat) r = _mm256_blendv_epi8(r, k->x7f, _mm256_cmpgt_epi8(a, k->x7c));
+    return _mm256_or_si256(r, _mm256_andnot_si256(k->x7f, b));
+}
 PRIM __m256i e5m2_e4m3_b(__m256i b, int sat)
 {
-    const __m256i a = _mm256_and_si256(b, _mm256_set1_epi8(0x7F));
-    const __m256i nrm = _mm256_sub_epi8(_mm256_add_epi8(a, a), _mm256_set1_epi8(64));
-    const __m256i sub = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)(const void *)mxp__f8b_sub[0]),
-                                            _mm256_sub_epi8(a, _mm256_set1_epi8(20)));
-    __m256i r = _mm256_blendv_epi8(sub, nrm, _mm256_cmpgt_epi8(a, _mm256_set1_epi8(35)));
-    r = _mm256_min_epu8(r, _mm256_set1_epi8(sat ? 0x7E : 0x7F));
-    if (sat) r = _mm256_blendv_epi8(r, _mm256_set1_epi8(0x7F), _mm256_cmpgt_epi8(a, _mm256_set1_epi8(0x7C)));
-    return _mm256_or_si256(r, _mm256_andnot_si256(_mm256_set1_epi8(0x7F), b));
+    const e54_k k = e54_consts(sat);
+    return e5m2_e4m3_bk(b, sat, &k);
 }
 PRIM __m256i e4m3_e5m2_b(__m256i b)
 {
@@ -1056,6 +1076,16 @@ void mxp__f8b_init(void)
  * 0.066 / 0.101, ReLU 0.062 / 0.094 -> 0.062 / 0.096, N(0, 1) 0.121 / 0.156 -> 0.121 / 0.158,
  * N(0, 10^-4) 0.120 / 0.155 -> 0.120 / 0.153. In three runs, 12 or 16 made N(0, 1) at 2^26
  * slower (0.174 / 0.187).
+ * Session 52: one loop (f8s2_mix) takes the exact steps and calls f8s2_one for each of the others,
+ * instead of leaving for a loop of the others, which then left again at the next exact step: one
+ * mispredicted branch per such step instead of two, which out of cache wait for their loads. Its
+ * constants are pinned, since after the call gcc rebuilt three of them in every step. AMD Zen 4,
+ * uniform data, bench_convert --isa avx2, the builds before and after alternating, medians of
+ * seven runs (a noisy machine, its in-cache times bimodal): in cache 0.047 -> 0.054 (the best
+ * runs 0.046 -> 0.040), at 2^26 0.085 -> 0.075 (nearest-even 0.050-0.058); a timing driver, 2001
+ * calls in cache, six runs: 0.046 -> 0.040; ReLU data 0.043 / 0.067 -> 0.038 / 0.065; N(0, 1)
+ * (mostly the chunks that hash every step) 0.088 / 0.125 -> 0.099 / 0.117, two runs, within the
+ * noise.
  * e4m3fn -> e5m2 since session 48: a bit per element, one hashed vector per 8 steps (f8b2_steps).
  * Same CPU, medians of five alternating runs, ns/element in cache / at 2^26: 0.098 / 0.119 ->
  * 0.076 / 0.093 (nearest-even 0.053 / 0.083-0.086: 1.44x / 1.1x, was 1.85x / 1.4x).
@@ -1135,21 +1165,18 @@ PRIM V f8s2_e4m3(V b, V rx, int sat, const f8s2_k *k)
     return _mm256_or_si256(r, _mm256_andnot_si256(k->x7f, b));
 }
 /* e5m2 -> e4m3fn, elements i .. end (multiples of 32 apart), one block of 2^32 indices (key;
- * element i's word index w, element i a word's first byte); stop: the steps stop at the first
- * whose lanes are all exact (f8s2_exact), else they go on to end. Returns where they stopped. */
-static SIMD_INLINE size_t f8s2_steps(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t w,
-                                     uint64_t key, int stop, int sat, int nt)
+ * element i's word index w, element i a word's first byte), every step with its random bytes */
+static SIMD_INLINE void f8s2_steps(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t w,
+                                   uint64_t key, int sat, int nt)
 {
     const V khi = v_set1((uint32_t)(key >> 32)), step = v_set1(8u * MXP__SR_W);
     const V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
     /* the Weyl states of words w .. w + 7 */
     V x = v_add(v_set1(w * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     const f8s2_k k = f8s2_consts(sat);
-    const size_t first = i; /* taken whatever its lanes: the caller found one that drops bits */
     for (; i < end; i += 32) {
         if (nt) avx2_pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
         const V b = _mm256_loadu_si256((const V *)(const void *)(s + i));
-        if (stop && f8s2_exact(b, k.x7f, k.x1e) && i != first) break;
         /* the 32 elements' random bytes, xor 0x80 */
         const V rx = _mm256_xor_si256(sr_finish(sr_words_hi(x, khi, m1, m2)), k.x80);
         x = v_add(x, step);
@@ -1157,7 +1184,6 @@ static SIMD_INLINE size_t f8s2_steps(unsigned char *d, const unsigned char *s, s
         if (nt) MXP__STREAM256((V *)(void *)(d + i), o);
         else _mm256_storeu_si256((V *)(void *)(d + i), o);
     }
-    return i;
 }
 /* e4m3fn -> e5m2 since session 48, elements i .. end (multiples of 32 apart), one block of 2^32
  * indices (key; element i's word index w, element i a word's first bit). The target drops at most
@@ -1191,44 +1217,81 @@ static SIMD_INLINE void f8b2_steps(unsigned char *d, const unsigned char *s, siz
         }
     }
 }
-/* e5m2 -> e4m3fn's nearest-even steps, from i up to the first with a lane that drops bits (or
- * end); returns it */
-static SIMD_INLINE size_t f8s2_ne(unsigned char *d, const unsigned char *s, size_t i, size_t end, int sat, int nt)
+/* One step of e5m2 -> e4m3fn with its random bytes (f8s2_steps), out of line: f8s2_mix's steps
+ * whose lanes drop bits */
+static __attribute__((noinline)) void f8s2_one(const sr_split_ctx *c, size_t i, int sat, int nt)
 {
-    const V x7f = _mm256_set1_epi8(0x7F), x1e = _mm256_set1_epi8(30);
+    f8s2_steps(c->d, c->s, i, i + 32, sr_split_word(c, i), c->key, sat, nt);
+}
+/* e5m2 -> e4m3fn, elements i .. end: a step none of whose lanes drops bits by nearest-even's
+ * e5m2_e4m3_b, the others by f8s2_one (counted in *nx) */
+static SIMD_INLINE void f8s2_mix(const sr_split_ctx *c, size_t i, size_t end, int sat, int nt, unsigned *nx)
+{
+    unsigned char *d = c->d;
+    const unsigned char *s = c->s;
+    /* opaque (MXP_SIMD_PIN): gcc otherwise rebuilt three of them in every step */
+    e54_k k = e54_consts(sat);
+    V x1e = _mm256_set1_epi8(30);
+    MXP_SIMD_PIN(k.x7f);
+    MXP_SIMD_PIN(k.x40);
+    MXP_SIMD_PIN(k.sub);
+    MXP_SIMD_PIN(k.x14);
+    MXP_SIMD_PIN(k.x23);
+    MXP_SIMD_PIN(k.top);
+    MXP_SIMD_PIN(k.x7c);
+    MXP_SIMD_PIN(x1e);
+    unsigned n = 0;
     for (; i < end; i += 32) {
         if (nt) avx2_pf_line(s + i + MXP_SIMD_PREFETCH_DIST);
         const V b = _mm256_loadu_si256((const V *)(const void *)(s + i));
-        if (!f8s2_exact(b, x7f, x1e)) break;
-        const V o = e5m2_e4m3_b(b, sat);
+        if (!f8s2_exact(b, k.x7f, x1e)) {
+            f8s2_one(c, i, sat, nt);
+            n++;
+            continue;
+        }
+        const V o = e5m2_e4m3_bk(b, sat, &k);
         if (nt) MXP__STREAM256((V *)(void *)(d + i), o);
         else _mm256_storeu_si256((V *)(void *)(d + i), o);
     }
-    return i;
+    *nx = n;
 }
-/* sr_split_run's callbacks (cvt_simd_impl.h), each loop a function of its own so that the
- * compiler keeps its constants in registers (in one function, gcc 12 spilled and rebuilt them) */
+/* f8s2_run's chunks, each loop a function of its own so that the compiler keeps its constants in
+ * registers (in one function, gcc 12 spilled and rebuilt them) */
 #define F8S2_CB(sat, nt)                                                                                   \
-    static __attribute__((noinline)) size_t f8s2_ne_cb##sat##nt(const void *ctx, size_t i, size_t end)     \
+    static __attribute__((noinline)) void f8s2_mix_cb##sat##nt(const sr_split_ctx *c, size_t i, size_t end, \
+                                                               unsigned *nx)                               \
     {                                                                                                      \
-        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                                 \
-        return f8s2_ne(c->d, c->s, i, end, sat, nt);                                                       \
+        f8s2_mix(c, i, end, sat, nt, nx);                                                                  \
     }                                                                                                      \
-    static __attribute__((noinline)) size_t f8s2_stop_cb##sat##nt(const void *ctx, size_t i, size_t end)   \
+    static __attribute__((noinline)) void f8s2_all_cb##sat##nt(const sr_split_ctx *c, size_t i, size_t end) \
     {                                                                                                      \
-        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                                 \
-        return f8s2_steps(c->d, c->s, i, end, sr_split_word(c, i), c->key, 1, sat, nt);                    \
-    }                                                                                                      \
-    static __attribute__((noinline)) size_t f8s2_all_cb##sat##nt(const void *ctx, size_t i, size_t end)    \
-    {                                                                                                      \
-        const sr_split_ctx *c = (const sr_split_ctx *)ctx;                                                 \
-        return f8s2_steps(c->d, c->s, i, end, sr_split_word(c, i), c->key, 0, sat, nt);                    \
+        f8s2_steps(c->d, c->s, i, end, sr_split_word(c, i), c->key, sat, nt);                              \
     }
 F8S2_CB(0, 0)
 F8S2_CB(0, 1)
 F8S2_CB(1, 0)
 F8S2_CB(1, 1)
 #undef F8S2_CB
+/* e5m2 -> e4m3fn in chunks of 64 steps: f8s2_mix, and after a chunk with more than 8 steps that
+ * drop bits, the next 8 chunks by f8s2_steps alone (every step hashed, no branch) */
+static SIMD_INLINE void f8s2_chunks(const sr_split_ctx *c, size_t i, size_t end,
+                                    void (*mix)(const sr_split_ctx *, size_t, size_t, unsigned *),
+                                    void (*all)(const sr_split_ctx *, size_t, size_t))
+{
+    unsigned dense = 0;
+    while (i < end) {
+        const size_t ce = end - i > 64 * 32 ? i + 64 * 32 : end;
+        if (dense) {
+            all(c, i, ce);
+            dense--;
+        } else {
+            unsigned nx = 0;
+            mix(c, i, ce, &nx);
+            if (nx > 8) dense = 8;
+        }
+        i = ce;
+    }
+}
 /* elements i .. end (multiples of 32 apart), one block of 2^32 indices (key; element i's low
  * index half lo, a multiple of 4, of 32 from e4m3fn); e4: to e4m3fn */
 static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
@@ -1239,15 +1302,15 @@ static SIMD_INLINE void f8s2_run(unsigned char *d, const unsigned char *s, size_
         return;
     }
     /* e5m2 -> e4m3fn: the steps in which no lane drops bits are nearest-even's and need no random
-     * bytes (sr_split_run; after a chunk of 64 steps with more than 8 runs of the others, 4 until
-     * session 48, the next 8 chunks hash every step) */
+     * bytes (f8s2_chunks; after a chunk of 64 steps with more than 8 of the others, the next 8
+     * chunks hash every step) */
     const sr_split_ctx c = {d, s, i, lo, key, NULL};
     if (sat) {
-        if (nt) sr_split_run(&c, i, end, 32, 8, f8s2_ne_cb11, f8s2_stop_cb11, f8s2_all_cb11);
-        else sr_split_run(&c, i, end, 32, 8, f8s2_ne_cb10, f8s2_stop_cb10, f8s2_all_cb10);
+        if (nt) f8s2_chunks(&c, i, end, f8s2_mix_cb11, f8s2_all_cb11);
+        else f8s2_chunks(&c, i, end, f8s2_mix_cb10, f8s2_all_cb10);
     } else {
-        if (nt) sr_split_run(&c, i, end, 32, 8, f8s2_ne_cb01, f8s2_stop_cb01, f8s2_all_cb01);
-        else sr_split_run(&c, i, end, 32, 8, f8s2_ne_cb00, f8s2_stop_cb00, f8s2_all_cb00);
+        if (nt) f8s2_chunks(&c, i, end, f8s2_mix_cb01, f8s2_all_cb01);
+        else f8s2_chunks(&c, i, end, f8s2_mix_cb00, f8s2_all_cb00);
     }
 }
 static SIMD_INLINE void f8s2_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, int e4)
