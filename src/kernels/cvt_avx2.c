@@ -1060,7 +1060,7 @@ void mxp__f8b_init(void)
  * e5m2 -> e4m3fn since session 47: a step none of whose lanes drops bits (every magnitude 0 or
  * >= 32, f8s2_exact) is nearest-even's, e5m2_e4m3_b, with no random bytes; the words are
  * counters, so skipping some changes no other's. The runs of such steps and of the others each
- * have a loop in a function of its own (f8s2_ne, f8s2_steps; in one loop gcc 12 rebuilt the
+ * had a loop in a function of its own (until session 52; in one loop gcc 12 rebuilt the
  * constants in every step, MOV + VMOVD + VPBROADCASTB, six per step, on the shuffles' port), and
  * where a chunk of 64 steps is broken into more than 4 runs (8 since session 48), or more than
  * half its steps have random bytes, the next 8 chunks hash every step without looking

@@ -563,8 +563,9 @@ static SIMD_INLINE size_t sr_start(uint64_t index0, const unsigned char *d, size
  * (the first whatever its lanes, so that the two can never hand one step back and forth). A chunk
  * with more than maxruns such runs (two mispredicted branches each) or more than half its steps
  * hashed sends the next 8 chunks to all(ctx, i, ce), which hashes every step without
- * looking; then the split is tried again. Measured: the comments above cvt_avx2.c's f8s2_lut and
- * cvt_avx512.c's f8s_tab.
+ * looking; then the split is tried again. Measured: the comments above cvt_avx512.c's f8s_tab and
+ * cvt_avx2.c's f8s2_lut (the AVX2 kernel's until session 52, which replaced it there by one loop
+ * that calls out for each step that needs random bits, f8s2_chunks).
  */
 /* a float8 run's state for the callbacks: destination, source, the run's first element i0 and
  * its low index half lo (a multiple of 4), the key of its 2^32 indices, the ISA's tables (or
@@ -2024,7 +2025,9 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
                  * its code in scalar code, as sr_run's lone lane. AMD Zen 4, avx512-own, three
                  * alternating runs, bf16 -> e4m3fn in cache: N(0, 1) 0.306 -> 0.191 ns/element,
                  * over [-8, 8] (6% of steps) 0.172 -> 0.149; at 2^26 0.435 -> 0.349 and 0.200 ->
-                 * 0.179 (session 41) */
+                 * 0.179 (session 41). AVX2 since session 52 (until then such a step widened):
+                 * same CPU, --isa avx2, over [-8, 8], in cache 0.144 -> 0.131, at 2^26 0.204 ->
+                 * 0.171; N(0, 1) 0.270 -> 0.213 and 0.433 -> 0.372 */
                 uint32_t code;
                 const uint32_t lanes = sr8w16_lanes(out);
                 if (sr8w16_lone_code(lanes, s + 2 * i, f, t, lw, key, lo + (uint32_t)(i - i_first), &code) >= 0) {
