@@ -339,8 +339,9 @@ static inline void ref_f32_bounds(const ref_table *t, uint32_t *bounds)
  * float16 or bfloat16 source two share the words of j / 2 and 2^31 + j / 2, each taking its half
  * (index % 2) of the first as the top half of r and of the second as the low half; float32 ->
  * bfloat16 takes its r as a 16-bit source does (the low half cannot count there: exactly 16 bits
- * are dropped; the library's kernels leave it 0, this function does not); every other pair has a
- * word of its own. */
+ * are dropped; the library's kernels leave it 0, this function does not), and so does float32 ->
+ * float16 (since session 53; its low half counts below 2^-17); every other pair has a word of
+ * its own. */
 static inline uint32_t ref_sr_part(uint32_t word, unsigned part, unsigned bytes_per_part)
 {
     const unsigned char b[4] = {(unsigned char)(word & 0xFF), (unsigned char)(word >> 8 & 0xFF),
@@ -355,6 +356,7 @@ static inline uint32_t ref_sr_r(uint64_t seed, uint64_t index, mxp_dtype src, mx
                          : src == MXP_FLOAT8_E5M2                       ? 4u
                          : src == MXP_FLOAT16 || src == MXP_BFLOAT16    ? 2u
                          : src == MXP_FLOAT32 && dst == MXP_BFLOAT16    ? 2u
+                         : src == MXP_FLOAT32 && dst == MXP_FLOAT16     ? 2u
                                                                         : 1u;
     if (per == 1) return mxp__sr_bits(seed, index);
     const uint64_t block = index & 0xFFFFFFFF00000000ull, j = index & 0xFFFFFFFFull;

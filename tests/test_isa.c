@@ -1094,7 +1094,9 @@ static void test_dispatch(void **state)
 /*
  * Stochastic rounding at its exact boundary, against the rule itself rather than the reference
  * code: a value below the target's normal range with a dropped part of F / 2^32 quanta rounds
- * up iff F + r >= 2^32, r = mxp__sr_bits(seed, index) with all 32 bits. A value with F < 2^24
+ * up iff F + r >= 2^32, r = the element's word with all 32 bits (ref_convert.h's ref_sr_r: for
+ * float8 targets mxp__sr_bits(seed, index); float16's is two halves of two words shared with a
+ * neighbour, here the low half deciding, as it does below 2^-17). A value with F < 2^24
  * (float32 exponent such that the quantum is 2^32 ulps) makes the low bits of r decide: for the
  * indices whose r lies in (2^32 - 2^24, 2^32 - 2^23], x = (2^32 - r) * Q / 2^32 must give the
  * smallest subnormal code and x minus one ulp must give 0 (either sign). The other elements are
@@ -1125,7 +1127,7 @@ static void test_sr_boundary(void **state)
                 const int dt = tg[g].dt, ob = dt == MXP_FLOAT16 ? 2 : 1;
                 const float fillv = (v & 4) ? ldexpf(1.0f, tg[g].q_exp - 2) : 1.0f;
                 for (size_t i = 0; i < N; i++) {
-                    const uint32_t r = mxp__sr_bits(seed, i);
+                    const uint32_t r = ref_sr_r(seed, i, MXP_FLOAT32, (mxp_dtype)dt);
                     float x = fillv;
                     if (r > 0xFF000000u && r <= 0xFF800000u) /* F = 2^32 - r in [2^23, 2^24) */
                         x = ldexpf((float)(0x100000000ull - r - (uint64_t)(v & 1)), tg[g].q_exp - 32);
@@ -1135,7 +1137,7 @@ static void test_sr_boundary(void **state)
                 tabs[ti]->cvt[dt][MXP_FLOAT32][MXP__SR](dst, src, N, &a);
                 checked++;
                 for (size_t i = 0; i < N; i++) {
-                    const uint32_t r = mxp__sr_bits(seed, i);
+                    const uint32_t r = ref_sr_r(seed, i, MXP_FLOAT32, (mxp_dtype)dt);
                     if (!(r > 0xFF000000u && r <= 0xFF800000u)) continue;
                     hits++;
                     const unsigned got = ob == 2 ? (unsigned)(dst[2 * i] | dst[2 * i + 1] << 8) : dst[i];

@@ -21,7 +21,7 @@
  * source's elements (two share two words, a half of each), on all 32: lags 1 to 3 then pair
  * parts of one word, and the avalanche flips the part an index picks as well as the word; and
  * on the halves that float32 -> bfloat16 draws (two neighbours share a word, a half each), on
- * their 16 bits.
+ * their 16 bits. float32 -> float16 draws a 16-bit source's words (checked equal to them).
  * Each statistic is turned into a z score (a chi-square X with df degrees of freedom:
  * (X - df) / sqrt(2 df)); the battery's result is the worst |z|. The runs cover several seeds
  * and a window that straddles a 2^32 index boundary (where the key changes).
@@ -304,6 +304,23 @@ static void words_are_distinct_within_a_block(void **state)
     free(r);
 }
 
+/* float32 -> float16 (since session 53) draws a 16-bit source's r (two neighbours share two
+ * words, a half of each), so the 16-bit battery above covers its bits: checked element by
+ * element over a window that straddles a 2^32 boundary, for a few seeds. Fails if the pair
+ * drew a word of its own again, or the top halves alone. */
+static void f32_f16_draws_16bit_words(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed < 4; seed++)
+        for (uint64_t i = (1ull << 32) - 5000; i < (1ull << 32) + 5000; i++) {
+            const uint32_t got = mxp__sr_bits_src(seed, i, MXP_FLOAT32, MXP_FLOAT16);
+            const uint32_t want = gen_16(seed, i);
+            if (got != want)
+                fail_msg("seed %llu index %llu: float32 -> float16 r %08x, 16-bit source r %08x",
+                         (unsigned long long)seed, (unsigned long long)i, (unsigned)got, (unsigned)want);
+        }
+}
+
 int main(void)
 {
     if ((uint32_t)(MXP__SR_W * SR_W_INV) != 1u) {
@@ -322,6 +339,7 @@ int main(void)
         {"battery_fails_shared_bits", run_case, NULL, NULL, (void *)&cases[7]},
         {"f32_bf16_halves_pass", run_case, NULL, NULL, (void *)&cases[8]},
         {"battery_fails_shared_halves", run_case, NULL, NULL, (void *)&cases[9]},
+        cmocka_unit_test(f32_f16_draws_16bit_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

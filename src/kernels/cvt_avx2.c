@@ -423,6 +423,16 @@ PRIM V sr_h16_ext(V h, int hi)
 {
     return _mm256_cvtepu16_epi32(hi ? _mm256_extracti128_si256(h, 1) : _mm256_castsi256_si128(h));
 }
+/* srh_run's halves in unpack order (MXP_SIMD_H16_UNPK, cvt_simd_impl.h): the halfwords 0 .. 3
+ * (hi = 0) or 4 .. 7 of each 128-bit lane of h zero-extended to dwords by VPUNPCKLWD /
+ * VPUNPCKHWD, one operation where sr_h16_ext takes two (three for hi); sr_h16_unpk3 shifts them
+ * right by 3 first, in one VPSRLW for both (r >> 19 for float16's 13 dropped bits) */
+#define MXP_SIMD_H16_UNPK 1
+PRIM V sr_h16_unpk(V h, int hi)
+{
+    return hi ? _mm256_unpackhi_epi16(h, _mm256_setzero_si256()) : _mm256_unpacklo_epi16(h, _mm256_setzero_si256());
+}
+PRIM V sr_h16_unpk3(V h, int hi) { return sr_h16_unpk(_mm256_srli_epi16(h, 3), hi); }
 /* The codes of the words t = x + rw (sr8w16_codes) as signed words, code - 256 for a negative
  * one, which sr8w_store packs with VPACKSSWB: VPMADDUBSW with bytes (1, -2^Dw) gives q - 128 S
  * (the high byte of tq is S << (7 - Dw)), and for Dw = 8 the shift is arithmetic. Until session

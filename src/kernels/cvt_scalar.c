@@ -155,13 +155,13 @@ static ALWAYS_INLINE int clz32(uint32_t x)
 /*
  * The random words of a block of up to SR_BLOCK elements starting at element i of a call:
  * r[j] = mxp__sr_bits_src(seed, index0 + i + j, source, target), sh = mxp__sr_shift(source,
- * target) (0; 1 for 16-bit sources, 2 for e5m2 and 5 for e4m3fn, whose elements share words;
- * SR_TOP16 for float32 -> bfloat16: sh 1's top halves alone, its low halves never counting
- * there, kernels.h, so the fill skips their words and leaves r's low half 0). The block is cut
- * short at the next multiple of 2^32 in the index (a direct caller may straddle one;
- * mxp_convert_ex never does), so one key serves the whole block and the fill loop is a plain
- * hash of consecutive counters, which compilers vectorise. Returns the block length (>= 1 when
- * i < n).
+ * target) (0; 1 for 16-bit sources and float32 -> float16, 2 for e5m2 and 5 for e4m3fn, whose
+ * elements share words; SR_TOP16 for float32 -> bfloat16: sh 1's top halves alone, its low
+ * halves never counting there, kernels.h, so the fill skips their words and leaves r's low half
+ * 0). The block is cut short at the next multiple of 2^32 in the index (a direct caller may
+ * straddle one; mxp_convert_ex never does), so one key serves the whole block and the fill loop
+ * is a plain hash of consecutive counters, which compilers vectorise. Returns the block length
+ * (>= 1 when i < n).
  */
 enum { SR_BLOCK = 256, SR_TOP16 = 0x11 };
 
@@ -460,7 +460,9 @@ static ALWAYS_INLINE void loop_small_from_f32(void *dst, const void *src, size_t
                                               const mxp__cvt_args *a, fmt dt, bool sr)
 {
     const bool sat = a->saturate;
-    CVT_LOOP(dt.bits, 32, 0u, sr, small_from_f32((uint32_t)x, dt, sr, r, sat));
+    /* mxp__sr_shift of the pair: float16 1 (its low halves count below 2^-17), float8 0 */
+    const unsigned sh = dt.bits == 16 ? 1u : 0u;
+    CVT_LOOP(dt.bits, 32, sh, sr, small_from_f32((uint32_t)x, dt, sr, r, sat));
 }
 
 /*

@@ -57,8 +57,8 @@
  *   hw_f16_ld(p)              VL float16 at p -> float32 bits (VCVTPH2PS: exact, DAZ ignored,
  *                             NaN quieted with the payload zero-filled = the reference)
  *   hw_f16_st2_rz(p, x, y, nt)  as hw_f16_st2, truncating (imm round toward zero), no saturation:
- *                             for the stochastic fast path (sr_run), whose lanes are float16
- *                             normal up to max finite
+ *                             for the stochastic fast paths (srh_run, srn_run), whose lanes
+ *                             are float16 normal up to max finite
  * and, with it, may define MXP_SIMD_HW_E5M2 with
  *   hw_e5m2_ld(p)             VL e5m2 bytes at p -> float32 bits through the float16 hardware
  *                             conversion (e5m2 b is the float16 b << 8)
@@ -1393,14 +1393,14 @@ static size_t sr8_zrun_e5m2(unsigned char *d, const unsigned char *s, size_t i, 
 /*
  * The stochastic steps from element i to end (a multiple of 2*VL elements later), all in one
  * block of 2^32 indices: lo = the low half of element i's index, key = the block's key.
- * As in rne_run, the inner loop holds only the fast path (float16 / float8 with every lane in the
- * normal range without overflow, sr_fast; bfloat16 has srb_run, below) with its constants in
- * registers: the hash's multipliers, keys and index step are pinned (with the general path
- * inside the loop gcc rebuilt them, broadcast by broadcast, in every step, and spilled). A step
- * that fails the check leaves the loop, is done by the zero-aware fast path or the general one,
- * and the loop resumes. The fast paths use r >> (32 - D) only (D = 23 - m dropped bits), so they
- * skip the hash's last step (sr_words_hi: at most 21 top bits are used); the other paths complete
- * the word.
+ * As in rne_run, the inner loop holds only the fast path (float8 with every lane in the normal
+ * range without overflow, sr_fast; bfloat16 and float16 have srb_run and srh_run, below; float16
+ * had this loop until session 53) with its constants in registers: the hash's multipliers, keys
+ * and index step are pinned (with the general path inside the loop gcc rebuilt them, broadcast
+ * by broadcast, in every step, and spilled). A step that fails the check leaves the loop, is done
+ * by the zero-aware fast path or the general one, and the loop resumes. The fast paths use
+ * r >> (32 - D) only (D = 23 - m dropped bits), so they skip the hash's last step (sr_words_hi:
+ * at most 21 top bits are used); the other paths complete the word.
  */
 static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_t i, size_t end,
                                  uint32_t lo, uint64_t key, const sfmt t, int sat, int nt)
@@ -1449,24 +1449,10 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
             } else
 #endif
             {
-                /* lane outside [lo, hi]: one signed compare, as sr_out. (For float16, checking
-                 * the hardware's results instead, 0x0401 <= |h| <= 0x7BFE, was measured in
-                 * session 37 of bench/RESULTS.md: 6% faster in cache on dense data, 22% slower on
-                 * ReLU data, whose zeros it sends to the other paths after the conversion.) */
+                /* lane outside [lo, hi]: one signed compare, as sr_out */
                 const V a0 = v_and(u0, v_set1(0x7FFFFFFFu)), a1 = v_and(u1, v_set1(0x7FFFFFFFu));
                 if (m_any(m_or(m_gt(olim, v_add(a0, oadd)), m_gt(olim, v_add(a1, oadd))))) break;
-#ifdef MXP_SIMD_HW_F16
-                if (t.dt == MXP_FLOAT16) {
-                    /* the random bits added at the top of the 13 dropped ones, then a truncating
-                     * hardware conversion: a carry out of the dropped bits is the round up (into
-                     * the exponent when the mantissa was all ones), the sign stays; in range, no
-                     * lane can pass max finite (max finite itself drops only zeros) */
-                    hw_f16_st2_rz(d + 2 * i, v_add(u0, v_srli(r0, 19)), v_add(u1, v_srli(r1, 19)), nt);
-                } else
-#endif
-                {
-                    st_narrow2(d + ob * i, sr_fast(u0, r0, t, sc, 0), sr_fast(u1, r1, t, sc, 0), t.bits, nt);
-                }
+                st_narrow2(d + ob * i, sr_fast(u0, r0, t, sc, 0), sr_fast(u1, r1, t, sc, 0), t.bits, nt);
             }
             il = v_add(il, v_add(step, step));
         }
@@ -1586,6 +1572,110 @@ static SIMD_INLINE size_t srb_run(unsigned char *d, const unsigned char *s, size
         const V over = v_set1(sat ? t.maxfin : t.inf);
         st_narrow2(d + 2 * i, narrow1(u0, v_slli(sr_h16_ext(h, 0), 16), t, 1, over),
                    narrow1(u1, v_slli(sr_h16_ext(h, 1), 16), t, 1, over), 16, nt);
+        il = v_add(il, step);
+        i += 2 * VL;
+    }
+    return i;
+}
+
+/*
+ * float32 -> float16 stochastic steps, elements i to end (a multiple of 2*VL later, i's index
+ * even), in one block of 2^32 indices (lo = i's low index half, key the block's key). A float16
+ * result drops 13 bits when normal, 14 to 16 when subnormal down to 2^-17, so since session 53
+ * two neighbours share their words as a 16-bit source's do (kernels.h's mxp__sr_bits_src): a step
+ * of 2*VL elements hashes the VL words lo / 2, ..., whose halves in order are the elements'
+ * r >> 16 (sr_h16_ext), where before it hashed 2*VL words; the words of the low halves
+ * (MXP__SR_LO16) only in a step with a lane below 2^-17 other than +-0, where they can count
+ * (F + r >= 2^32 with F's low 16 bits 0 elsewhere). The fast step (sr_run's until then): every
+ * lane in float16's normal range without overflow, r >> 19 = the half >> 3 added at the top of
+ * the 13 dropped bits. A step that fails it takes the zero-aware fast path or the general one.
+ */
+#ifdef MXP_SIMD_H16_UNPK
+/* With the ISA's unpacks (sr_h16_unpk: halfwords 0 .. 3 or 4 .. 7 of each 128-bit lane), a step
+ * hashes its VL words in the order that puts each element's half where the unpack takes it:
+ * lane p = 4 L + q (128-bit lane L, dword q) holds word 2 L + (q & 1) + (VL / 2) (q >> 1) of the
+ * step, so the low unpack gives elements 0 .. VL - 1 in order and the high one the next VL. */
+static SIMD_INLINE V srh_order(void)
+{
+    const V p = v_iota(), q = v_and(p, v_set1(3u));
+    return v_add(v_add(v_slli(v_srli(p, 2), 1), v_and(q, v_set1(1u))), v_mullo(v_srli(q, 1), v_set1(VL / 2)));
+}
+#define SRH_HALVES(h, hi) sr_h16_unpk(h, hi)
+#define SRH_R19(h, hi) sr_h16_unpk3(h, hi)
+#else
+static SIMD_INLINE V srh_order(void) { return v_iota(); }
+#define SRH_HALVES(h, hi) sr_h16_ext(h, hi)
+#define SRH_R19(h, hi) v_srli(sr_h16_ext(h, hi), 3)
+#endif
+static SIMD_INLINE size_t srh_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
+                                  uint64_t key, int sat, int nt)
+{
+    const sfmt t = SF_F16;
+    const srconst sc = sr_consts(t);
+    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
+    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1((uint32_t)VL * MXP__SR_W);
+    V olim = v_set1(0x7FFFFFFFu - (sc.hi - sc.lo)), oadd = v_set1(0x7FFFFFFFu - sc.hi);
+#ifdef MXP_SIMD_PIN
+    MXP_SIMD_PIN(m1);
+    MXP_SIMD_PIN(m2);
+    MXP_SIMD_PIN(khi);
+    MXP_SIMD_PIN(step);
+    MXP_SIMD_PIN(olim);
+    MXP_SIMD_PIN(oadd);
+#endif
+    const int pf = nt && MXP_SIMD_PREFETCH_ON;
+    (void)pf;
+    /* the Weyl states of the words lo / 2, lo / 2 + 1, ...: VL words per step, in srh_order */
+    V il = v_add(v_set1((lo >> 1) * MXP__SR_W + (uint32_t)key), v_mullo(srh_order(), v_set1(MXP__SR_W)));
+    while (i < end) {
+        for (; i < end; i += 2 * VL) {
+            const V h = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 2*VL halves */
+            const V u0 = ld32(s + 4 * i);
+#ifdef MXP_SIMD_PREFETCH
+            if (pf) PF_LINES(s + 4 * i, 0, 4 * VL);
+#endif
+            const V u1 = ld32(s + 4 * i + 4 * VL);
+#ifdef MXP_SIMD_PREFETCH
+            if (pf) PF_LINES(s + 4 * i, 4 * VL, 8 * VL);
+#endif
+            /* lane outside [lo, hi]: one signed compare, as sr_out. (Checking the hardware's
+             * results instead, 0x0401 <= |h| <= 0x7BFE, was measured in session 37 of
+             * bench/RESULTS.md: 6% faster in cache on dense data, 22% slower on ReLU data, whose
+             * zeros it sends to the other paths after the conversion.) */
+            const V a0 = v_and(u0, v_set1(0x7FFFFFFFu)), a1 = v_and(u1, v_set1(0x7FFFFFFFu));
+            if (m_any(m_or(m_gt(olim, v_add(a0, oadd)), m_gt(olim, v_add(a1, oadd))))) break;
+            il = v_add(il, step);
+#ifdef MXP_SIMD_HW_F16
+            /* the random bits added at the top of the 13 dropped ones, then a truncating hardware
+             * conversion: a carry out of the dropped bits is the round up (into the exponent when
+             * the mantissa was all ones), the sign stays; in range, no lane can pass max finite
+             * (max finite itself drops only zeros) */
+            hw_f16_st2_rz(d + 2 * i, v_add(u0, SRH_R19(h, 0)), v_add(u1, SRH_R19(h, 1)), nt);
+#else
+            st_narrow2(d + 2 * i, sr_fast(u0, v_slli(SRH_HALVES(h, 0), 16), t, sc, 0),
+                       sr_fast(u1, v_slli(SRH_HALVES(h, 1), 16), t, sc, 0), 16, nt);
+#endif
+        }
+        if (i >= end) break;
+        /* a step with a lane outside the fast range: +-0, below float16's normal range, overflow,
+         * infinity or NaN */
+        const V h = sr_finish(sr_words_hi(il, khi, m1, m2));
+        const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
+        V w0 = v_slli(SRH_HALVES(h, 0), 16), w1 = v_slli(SRH_HALVES(h, 1), 16);
+        /* a lane with 0 < |x| < 2^-17 (bits 0x37000000): more than 16 bits dropped */
+        const V deep = v_set1(0x37000000u - 1u), one = v_set1(1u);
+        const V b0 = v_sub(v_and(u0, v_set1(0x7FFFFFFFu)), one), b1 = v_sub(v_and(u1, v_set1(0x7FFFFFFFu)), one);
+        if (m_any(m_or(m_gtu(deep, b0), m_gtu(deep, b1)))) {
+            const V hl = sr_finish(sr_words_hi(v_xor(il, v_set1(MXP__SR_LO16)), khi, m1, m2));
+            w0 = v_or(w0, SRH_HALVES(hl, 0));
+            w1 = v_or(w1, SRH_HALVES(hl, 1));
+        }
+        if (!m_any(m_or(sr_bad_z(u0, sc), sr_bad_z(u1, sc)))) {
+            st_narrow2(d + 2 * i, sr_fast(u0, w0, t, sc, 1), sr_fast(u1, w1, t, sc, 1), 16, nt);
+        } else {
+            const V over = v_set1(sat ? t.maxfin : t.inf);
+            st_narrow2(d + 2 * i, narrow1(u0, w0, t, 1, over), narrow1(u1, w1, t, 1, over), 16, nt);
+        }
         il = v_add(il, step);
         i += 2 * VL;
     }
@@ -2086,7 +2176,7 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
 #endif
         else if (!m_any(m_or(m_gt(olim, v_add(a0, oadd)), m_gt(olim, v_add(a1, oadd))))) {
 #ifdef MXP_SIMD_HW_F16
-            if (t.dt == MXP_FLOAT16) /* as in sr_run */
+            if (t.dt == MXP_FLOAT16) /* as in srh_run */
                 hw_f16_st2_rz(d + 2 * i, v_add(u0, v_srli(w0, 19)), v_add(u1, v_srli(w1, 19)), nt);
             else
 #endif
@@ -2105,21 +2195,22 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
 }
 #endif
 
-/* One run of srw_loop: srb_run for a float32 source (into bfloat16), srn_run for a 16-bit one. */
+/* One run of srw_loop: srb_run for a float32 source into bfloat16, srh_run into float16, srn_run
+ * for a 16-bit source. */
 static SIMD_INLINE size_t srw_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                                   uint64_t key, const sfmt f, const sfmt t, int sat, int nt)
 {
 #ifdef MXP_SIMD_HW_F16
     if (f.bits == 16) return srn_run(d, s, i, end, lo, key, f, t, sat, nt);
 #endif
+    if (t.dt == MXP_FLOAT16) return srh_run(d, s, i, end, lo, key, sat, nt);
     (void)f;
-    (void)t;
     return srb_run(d, s, i, end, lo, key, sat, nt);
 }
 /* The frame of the stochastic kernels whose neighbouring elements share random words in pairs
- * (kernels.h's mxp__sr_bits_src: 16-bit sources, float32 -> bfloat16): srw_run's steps from even
- * indices, between multiples of 2^32 indices, as narrow_loop's stochastic part; the reference for
- * the head, the tail and a step that straddles 2^32. */
+ * (kernels.h's mxp__sr_bits_src: 16-bit sources, float32 -> bfloat16 / float16): srw_run's steps
+ * from even indices, between multiples of 2^32 indices, as narrow_loop's stochastic part; the
+ * reference for the head, the tail and a step that straddles 2^32. */
 static SIMD_INLINE void srw_loop(void *dst, const void *src, size_t n, const mxp__cvt_args *a, const sfmt f,
                                  const sfmt t)
 {
@@ -2255,7 +2346,7 @@ static SIMD_INLINE void f16_f8_loop(void *dst, const void *src, size_t n, const 
     }                                                                                          \
     static void SIMD_FN(base##_sr)(void *dst, const void *src, size_t n, const mxp__cvt_args *a) \
     {                                                                                          \
-        if (F.dt == MXP_BFLOAT16) srw_loop(dst, src, n, a, SF_F32, F);                        \
+        if (F.dt == MXP_BFLOAT16 || F.dt == MXP_FLOAT16) srw_loop(dst, src, n, a, SF_F32, F);  \
         else narrow_loop(dst, src, n, a, F, 1);                                                \
     }
 #define SIMD_WIDEN(base, F, bf)                                                                \

@@ -418,17 +418,21 @@ static inline uint32_t mxp__sr_bits(uint64_t seed, uint64_t index)
  * fast steps hash only the top halves' words. float32 -> bfloat16 (since session 49) takes its
  * r as a 16-bit source does: bfloat16 keeps float32's exponent, so every value drops exactly its
  * low 16 bits, 16 random bits are all of them, and the low half of r never counts (F's low 16
- * bits are 0); the kernels hash only the top halves' words, half as many as elements. Every
- * other float32 pair and every float64 pair keeps a word per element. mxp__sr_shift: log2 of the
- * elements per word for a conversion from src to dst (from e4m3fn 5, e5m2 2, float16 and
- * bfloat16 1; float32 -> bfloat16 1; else 0).
+ * bits are 0); the kernels hash only the top halves' words, half as many as elements. float32 ->
+ * float16 (since session 53) takes its r as a 16-bit source does, low halves included: a float16
+ * result drops 13 bits when normal, 14 to 16 when subnormal down to 2^-17, and more only below
+ * 2^-17, so its kernels hash the low halves' words only in a step with a lane down there. Every
+ * other float32 pair (float8 targets drop 20 or more bits) and every float64 pair keeps a word
+ * per element. mxp__sr_shift: log2 of the elements per word for a conversion from src to dst
+ * (from e4m3fn 5, e5m2 2, float16 and bfloat16 1; float32 -> bfloat16 or float16 1; else 0).
  */
 static inline unsigned mxp__sr_shift(mxp_dtype src, mxp_dtype dst)
 {
     return src == MXP_FLOAT8_E4M3FN ? 5u
            : src == MXP_FLOAT8_E5M2 ? 2u
-           : src == MXP_FLOAT16 || src == MXP_BFLOAT16 || (src == MXP_FLOAT32 && dst == MXP_BFLOAT16) ? 1u
-                                                                                                     : 0u;
+           : src == MXP_FLOAT16 || src == MXP_BFLOAT16 ? 1u
+           : src == MXP_FLOAT32 && (dst == MXP_BFLOAT16 || dst == MXP_FLOAT16) ? 1u
+                                                                                 : 0u;
 }
 
 /* the index (in the block) of the word that holds the low halves of 16-bit sources' elements
