@@ -1510,6 +1510,25 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
     return i;
 }
 
+#ifdef MXP_SIMD_H16_UNPK
+/* With the ISA's unpacks (sr_h16_unpk: halfwords 0 .. 3 or 4 .. 7 of each 128-bit lane), srb_run
+ * and srh_run hash a step's VL words in the order that puts each element's half where the unpack
+ * takes it (the words are the same, computed in other lanes):
+ * lane p = 4 L + q (128-bit lane L, dword q) holds word 2 L + (q & 1) + (VL / 2) (q >> 1) of the
+ * step, so the low unpack gives elements 0 .. VL - 1 in order and the high one the next VL. */
+static SIMD_INLINE V srh_order(void)
+{
+    const V p = v_iota(), q = v_and(p, v_set1(3u));
+    return v_add(v_add(v_slli(v_srli(p, 2), 1), v_and(q, v_set1(1u))), v_mullo(v_srli(q, 1), v_set1(VL / 2)));
+}
+#define SRH_HALVES(h, hi) sr_h16_unpk(h, hi)
+#define SRH_R19(h, hi) sr_h16_unpk3(h, hi)
+#else
+static SIMD_INLINE V srh_order(void) { return v_iota(); }
+#define SRH_HALVES(h, hi) sr_h16_ext(h, hi)
+#define SRH_R19(h, hi) v_srli(sr_h16_ext(h, hi), 3)
+#endif
+
 /*
  * float32 -> bfloat16 stochastic steps, elements i to end (a multiple of 2*VL later, i's index
  * even), in one block of 2^32 indices (lo = i's low index half, key the block's key). Every
@@ -1537,11 +1556,11 @@ static SIMD_INLINE size_t srb_run(unsigned char *d, const unsigned char *s, size
 #endif
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
     (void)pf;
-    /* the Weyl states of the words lo / 2, lo / 2 + 1, ...: VL words per step */
-    V il = v_add(v_set1((lo >> 1) * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
+    /* the Weyl states of the words lo / 2, lo / 2 + 1, ...: VL words per step, in srh_order */
+    V il = v_add(v_set1((lo >> 1) * MXP__SR_W + (uint32_t)key), v_mullo(srh_order(), v_set1(MXP__SR_W)));
     while (i < end) {
         for (; i < end; i += 2 * VL) {
-            const V h = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 2*VL halves, in order */
+            const V h = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 2*VL halves */
             const V u0 = ld32(s + 4 * i);
 #ifdef MXP_SIMD_PREFETCH
             if (pf) PF_LINES(s + 4 * i, 0, 4 * VL);
@@ -1557,8 +1576,8 @@ static SIMD_INLINE size_t srb_run(unsigned char *d, const unsigned char *s, size
 #endif
             il = v_add(il, step);
             /* bf16_fast_t's stochastic step with r >> 16 given */
-            const V t0 = bf16_sat_t(v_add(u0, sr_h16_ext(h, 0)), sat);
-            const V t1 = bf16_sat_t(v_add(u1, sr_h16_ext(h, 1)), sat);
+            const V t0 = bf16_sat_t(v_add(u0, SRH_HALVES(h, 0)), sat);
+            const V t1 = bf16_sat_t(v_add(u1, SRH_HALVES(h, 1)), sat);
 #ifdef MXP_SIMD_ST16_HI2
             st16_hi2(d + 2 * i, t0, t1, nt);
 #else
@@ -1570,31 +1589,13 @@ static SIMD_INLINE size_t srb_run(unsigned char *d, const unsigned char *s, size
         const V h = sr_finish(sr_words_hi(il, khi, m1, m2));
         const V u0 = ld32(s + 4 * i), u1 = ld32(s + 4 * i + 4 * VL);
         const V over = v_set1(sat ? t.maxfin : t.inf);
-        st_narrow2(d + 2 * i, narrow1(u0, v_slli(sr_h16_ext(h, 0), 16), t, 1, over),
-                   narrow1(u1, v_slli(sr_h16_ext(h, 1), 16), t, 1, over), 16, nt);
+        st_narrow2(d + 2 * i, narrow1(u0, v_slli(SRH_HALVES(h, 0), 16), t, 1, over),
+                   narrow1(u1, v_slli(SRH_HALVES(h, 1), 16), t, 1, over), 16, nt);
         il = v_add(il, step);
         i += 2 * VL;
     }
     return i;
 }
-
-#ifdef MXP_SIMD_H16_UNPK
-/* With the ISA's unpacks (sr_h16_unpk: halfwords 0 .. 3 or 4 .. 7 of each 128-bit lane), srh_run
- * hashes a step's VL words in the order that puts each element's half where the unpack takes it:
- * lane p = 4 L + q (128-bit lane L, dword q) holds word 2 L + (q & 1) + (VL / 2) (q >> 1) of the
- * step, so the low unpack gives elements 0 .. VL - 1 in order and the high one the next VL. */
-static SIMD_INLINE V srh_order(void)
-{
-    const V p = v_iota(), q = v_and(p, v_set1(3u));
-    return v_add(v_add(v_slli(v_srli(p, 2), 1), v_and(q, v_set1(1u))), v_mullo(v_srli(q, 1), v_set1(VL / 2)));
-}
-#define SRH_HALVES(h, hi) sr_h16_unpk(h, hi)
-#define SRH_R19(h, hi) sr_h16_unpk3(h, hi)
-#else
-static SIMD_INLINE V srh_order(void) { return v_iota(); }
-#define SRH_HALVES(h, hi) sr_h16_ext(h, hi)
-#define SRH_R19(h, hi) v_srli(sr_h16_ext(h, hi), 3)
-#endif
 
 /* srh_run's fast step at element i from the step's halves h, when every lane is in float16's
  * normal range without overflow (z = 0; z = 1: or +-0): with the hardware conversion, the random
