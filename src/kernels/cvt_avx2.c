@@ -423,10 +423,11 @@ PRIM V sr_h16_ext(V h, int hi)
 {
     return _mm256_cvtepu16_epi32(hi ? _mm256_extracti128_si256(h, 1) : _mm256_castsi256_si128(h));
 }
-/* srh_run's halves in unpack order (MXP_SIMD_H16_UNPK, cvt_simd_impl.h): the halfwords 0 .. 3
- * (hi = 0) or 4 .. 7 of each 128-bit lane of h zero-extended to dwords by VPUNPCKLWD /
- * VPUNPCKHWD, one operation where sr_h16_ext takes two (three for hi); sr_h16_unpk3 shifts them
- * right by 3 first, in one VPSRLW for both (r >> 19 for float16's 13 dropped bits) */
+/* srb_run's and srh_run's halves in unpack order (MXP_SIMD_H16_UNPK, cvt_simd_impl.h): the
+ * halfwords 0 .. 3 (hi = 0) or 4 .. 7 of each 128-bit lane of h zero-extended to dwords by
+ * VPUNPCKLWD / VPUNPCKHWD, one operation where sr_h16_ext takes two (three for hi);
+ * sr_h16_unpk3 shifts them right by 3 first, in one VPSRLW for both (r >> 19 for float16's 13
+ * dropped bits) */
 #define MXP_SIMD_H16_UNPK 1
 PRIM V sr_h16_unpk(V h, int hi)
 {

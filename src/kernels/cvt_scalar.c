@@ -35,8 +35,8 @@
  *    saturating) with probability (|x| - 448) / 32; |x| >= 480 always overflows.
  *  - Stochastic rounding draws r = mxp__sr_bits_src(seed, a->index0 + i, source, target) for
  *    every element of a narrowing pair (also for NaN / inf / exact elements): its own word, or
- *    from a 16-bit / float8 source and float32 -> bfloat16 parts of words shared by 2 / 4 / 32
- *    elements (kernels.h);
+ *    from a 16-bit / float8 source and float32 -> bfloat16 / float16 parts of words shared by
+ *    2 / 4 / 32 elements (kernels.h);
  *    widening and identity pairs use the nearest-even kernel (they are exact).
  */
 #include <math.h>

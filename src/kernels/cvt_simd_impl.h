@@ -162,6 +162,11 @@
  *   MXP_SIMD_NARROW8_SUB with narrow8_sub2(p, x, y, D, add, lo, hi, scale, nt): 2*VL float32 ->
  *                             float8 nearest-even at p when no lane overflows or is NaN (normal
  *                             and subnormal results alike), else false with nothing stored
+ *   MXP_SIMD_H16_UNPK with sr_h16_unpk(h, hi): halfwords 0 .. 3 (hi = 0) or 4 .. 7 of each
+ *                             128-bit lane of h zero-extended to 32-bit lanes, and
+ *                             sr_h16_unpk3(h, hi): the same shifted right by 3; srb_run and
+ *                             srh_run then hash their words in srh_order (the lanes these take
+ *                             each element's half from) instead of in element order
  * and may define MXP_SIMD_NO_SPECIALISE (one copy of each loop with saturate / streaming as
  * run-time flags instead of four constant-folded copies: the emulated-AVX-512 test build, whose
  * compile time grows with code size), MXP_SIMD_F16_F8 (it defines f16_f8_run after including

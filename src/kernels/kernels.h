@@ -345,7 +345,7 @@ void mxp__finite_register_neon(mxp__kernels *k);
  *
  * Random word: r = mxp__sr_bits(seed, index), index = a->index0 + i, a counter-based hash
  * (no state), so the bits depend only on (seed, element index), never on threads or ISA
- * (from a 16-bit or float8 source, and float32 -> bfloat16, parts of shared words:
+ * (from a 16-bit or float8 source, and float32 -> bfloat16 / float16, parts of shared words:
  * mxp__sr_bits_src below).
  * The key for the high 32 bits of the index is constant over 2^32 consecutive indices, so a
  * vector loop computes mxp__sr_key once per call (callers never straddle a 2^32 boundary
