@@ -1281,21 +1281,24 @@ static SIMD_INLINE int sr8w16_lone_code(uint32_t out, const unsigned char *q, co
 typedef struct sr_in {
     V r0, r1, u0, u1;
 } sr_in;
+/* the VL float32 at q + 4 * k * VL (k = 0 or 1), and their lines' prefetch when pf */
+static SIMD_INLINE V ld32_pf(const unsigned char *q, int k, int pf)
+{
+    const V u = ld32(q + 4 * VL * k);
+#ifdef MXP_SIMD_PREFETCH
+    if (pf) PF_LINES(q, 4 * VL * k, 4 * VL * (k + 1));
+#else
+    (void)pf;
+#endif
+    return u;
+}
 static SIMD_INLINE sr_in sr_load(const unsigned char *q, V x, V step, V khi, V m1, V m2, int pf)
 {
     sr_in in;
     in.r0 = sr_words_hi(x, khi, m1, m2);
-    in.u0 = ld32(q);
-#ifdef MXP_SIMD_PREFETCH
-    if (pf) PF_LINES(q, 0, 4 * VL);
-#endif
+    in.u0 = ld32_pf(q, 0, pf);
     in.r1 = sr_words_hi(v_add(x, step), khi, m1, m2);
-    in.u1 = ld32(q + 4 * VL);
-#ifdef MXP_SIMD_PREFETCH
-    if (pf) PF_LINES(q, 4 * VL, 8 * VL);
-#else
-    (void)pf;
-#endif
+    in.u1 = ld32_pf(q, 1, pf);
     return in;
 }
 
@@ -1395,6 +1398,30 @@ static size_t sr8_zrun_e5m2(unsigned char *d, const unsigned char *s, size_t i, 
 }
 #endif
 
+/* The constants of a stochastic loop with sr_out's range test (sr_run, srn_run, srh_run), declared
+ * as the locals m1, m2 (the hash's multipliers), khi (the key's high half), step (the Weyl step of
+ * VL indices), olim and oadd (the test's), and pinned in registers where the ISA can: with the
+ * general path inside the loop gcc rebuilt them, broadcast by broadcast, in every step, and
+ * spilled (sr_run). */
+#ifdef MXP_SIMD_PIN
+#define SR_RUN_PIN()                                                                               \
+    do {                                                                                           \
+        MXP_SIMD_PIN(m1);                                                                          \
+        MXP_SIMD_PIN(m2);                                                                          \
+        MXP_SIMD_PIN(khi);                                                                         \
+        MXP_SIMD_PIN(step);                                                                        \
+        MXP_SIMD_PIN(olim);                                                                        \
+        MXP_SIMD_PIN(oadd);                                                                        \
+    } while (0)
+#else
+#define SR_RUN_PIN() ((void)0)
+#endif
+#define SR_RUN_CONSTS(key, sc)                                                                     \
+    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);                                            \
+    V khi = v_set1((uint32_t)((key) >> 32)), step = v_set1((uint32_t)VL * MXP__SR_W);              \
+    V olim = v_set1(0x7FFFFFFFu - ((sc).hi - (sc).lo)), oadd = v_set1(0x7FFFFFFFu - (sc).hi);      \
+    SR_RUN_PIN()
+
 /*
  * The stochastic steps from element i to end (a multiple of 2*VL elements later), all in one
  * block of 2^32 indices: lo = the low half of element i's index, key = the block's key.
@@ -1415,17 +1442,7 @@ static SIMD_INLINE size_t sr_run(unsigned char *d, const unsigned char *s, size_
 #if defined(MXP_SIMD_SR8_PATCH) || defined(MXP_SIMD_M_BITS)
     const size_t i_first = i; /* its index is lo */
 #endif
-    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
-    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1((uint32_t)VL * MXP__SR_W);
-    V olim = v_set1(0x7FFFFFFFu - (sc.hi - sc.lo)), oadd = v_set1(0x7FFFFFFFu - sc.hi);
-#ifdef MXP_SIMD_PIN
-    MXP_SIMD_PIN(m1);
-    MXP_SIMD_PIN(m2);
-    MXP_SIMD_PIN(khi);
-    MXP_SIMD_PIN(step);
-    MXP_SIMD_PIN(olim);
-    MXP_SIMD_PIN(oadd);
-#endif
+    SR_RUN_CONSTS(key, sc);
     /* the Weyl states of the indices lo, lo + 1, ...: W apart, so step = VL * W per vector */
     V il = v_add(v_set1(lo * MXP__SR_W + (uint32_t)key), v_mullo(v_iota(), v_set1(MXP__SR_W)));
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
@@ -1534,6 +1551,27 @@ static SIMD_INLINE V srh_order(void) { return v_iota(); }
 #define SRH_R19(h, hi) v_srli(sr_h16_ext(h, hi), 3)
 #endif
 
+/* A step's inputs in srb_run, srh_run and srh_zrun: its halves h (the VL words from the Weyl
+ * states x, in srh_order, finished: a 16-bit half takes bits the hash's last step changes) and
+ * the 2*VL float32 at q, each load followed by its lines' prefetch when pf (as sr_load). */
+typedef struct srh_in {
+    V h, u0, u1;
+} srh_in;
+static SIMD_INLINE srh_in srh_load(const unsigned char *q, V x, V khi, V m1, V m2, int pf)
+{
+    srh_in in;
+    in.h = sr_finish(sr_words_hi(x, khi, m1, m2));
+    in.u0 = ld32_pf(q, 0, pf);
+    in.u1 = ld32_pf(q, 1, pf);
+    return in;
+}
+/* the Weyl states of the words lo / 2, lo / 2 + 1, ... (element lo's and its neighbours'): VL
+ * words per step, in srh_order */
+static SIMD_INLINE V srh_states(uint32_t lo, uint64_t key)
+{
+    return v_add(v_set1((lo >> 1) * MXP__SR_W + (uint32_t)key), v_mullo(srh_order(), v_set1(MXP__SR_W)));
+}
+
 /*
  * float32 -> bfloat16 stochastic steps, elements i to end (a multiple of 2*VL later, i's index
  * even), in one block of 2^32 indices (lo = i's low index half, key the block's key). Every
@@ -1560,20 +1598,11 @@ static SIMD_INLINE size_t srb_run(unsigned char *d, const unsigned char *s, size
     MXP_SIMD_PIN(step);
 #endif
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
-    (void)pf;
-    /* the Weyl states of the words lo / 2, lo / 2 + 1, ...: VL words per step, in srh_order */
-    V il = v_add(v_set1((lo >> 1) * MXP__SR_W + (uint32_t)key), v_mullo(srh_order(), v_set1(MXP__SR_W)));
+    V il = srh_states(lo, key);
     while (i < end) {
         for (; i < end; i += 2 * VL) {
-            const V h = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 2*VL halves */
-            const V u0 = ld32(s + 4 * i);
-#ifdef MXP_SIMD_PREFETCH
-            if (pf) PF_LINES(s + 4 * i, 0, 4 * VL);
-#endif
-            const V u1 = ld32(s + 4 * i + 4 * VL);
-#ifdef MXP_SIMD_PREFETCH
-            if (pf) PF_LINES(s + 4 * i, 4 * VL, 8 * VL);
-#endif
+            const srh_in in = srh_load(s + 4 * i, il, khi, m1, m2, pf);
+            const V h = in.h, u0 = in.u0, u1 = in.u1;
 #ifdef MXP_SIMD_ANY_NAN4
             if (any_nan4(u0, u1, u0, u1)) break;
 #else
@@ -1635,17 +1664,9 @@ static size_t srh_zrun(unsigned char *d, const unsigned char *s, size_t i, size_
     const V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2), step = v_set1((uint32_t)VL * MXP__SR_W);
     const V olim = v_set1(0x7FFFFFFFu - (sc.hi - sc.lo)), oadd = v_set1(0x7FFFFFFFu - sc.hi);
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
-    (void)pf;
     for (int k = 0; k < SRH_ZRUN && i < end; k++, i += 2 * VL, il = v_add(il, step)) {
-        const V h = sr_finish(sr_words_hi(il, khi, m1, m2));
-        const V u0 = ld32(s + 4 * i);
-#ifdef MXP_SIMD_PREFETCH
-        if (pf) PF_LINES(s + 4 * i, 0, 4 * VL);
-#endif
-        const V u1 = ld32(s + 4 * i + 4 * VL);
-#ifdef MXP_SIMD_PREFETCH
-        if (pf) PF_LINES(s + 4 * i, 4 * VL, 8 * VL);
-#endif
+        const srh_in in = srh_load(s + 4 * i, il, khi, m1, m2, pf);
+        const V h = in.h, u0 = in.u0, u1 = in.u1;
         const V a0 = v_and(u0, v_set1(0x7FFFFFFFu)), a1 = v_and(u1, v_set1(0x7FFFFFFFu));
         const M out0 = m_and(m_gt(olim, v_add(a0, oadd)), m_gt(a0, v_set1(0u)));
         const M out1 = m_and(m_gt(olim, v_add(a1, oadd)), m_gt(a1, v_set1(0u)));
@@ -1674,32 +1695,13 @@ static SIMD_INLINE size_t srh_run(unsigned char *d, const unsigned char *s, size
 {
     const sfmt t = SF_F16;
     const srconst sc = sr_consts(t);
-    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
-    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1((uint32_t)VL * MXP__SR_W);
-    V olim = v_set1(0x7FFFFFFFu - (sc.hi - sc.lo)), oadd = v_set1(0x7FFFFFFFu - sc.hi);
-#ifdef MXP_SIMD_PIN
-    MXP_SIMD_PIN(m1);
-    MXP_SIMD_PIN(m2);
-    MXP_SIMD_PIN(khi);
-    MXP_SIMD_PIN(step);
-    MXP_SIMD_PIN(olim);
-    MXP_SIMD_PIN(oadd);
-#endif
+    SR_RUN_CONSTS(key, sc);
     const int pf = nt && MXP_SIMD_PREFETCH_ON;
-    (void)pf;
-    /* the Weyl states of the words lo / 2, lo / 2 + 1, ...: VL words per step, in srh_order */
-    V il = v_add(v_set1((lo >> 1) * MXP__SR_W + (uint32_t)key), v_mullo(srh_order(), v_set1(MXP__SR_W)));
+    V il = srh_states(lo, key);
     while (i < end) {
         for (; i < end; i += 2 * VL) {
-            const V h = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 2*VL halves */
-            const V u0 = ld32(s + 4 * i);
-#ifdef MXP_SIMD_PREFETCH
-            if (pf) PF_LINES(s + 4 * i, 0, 4 * VL);
-#endif
-            const V u1 = ld32(s + 4 * i + 4 * VL);
-#ifdef MXP_SIMD_PREFETCH
-            if (pf) PF_LINES(s + 4 * i, 4 * VL, 8 * VL);
-#endif
+            const srh_in in = srh_load(s + 4 * i, il, khi, m1, m2, pf);
+            const V h = in.h, u0 = in.u0, u1 = in.u1;
             /* lane outside [lo, hi]: one signed compare, as sr_out. (Checking the hardware's
              * results instead, 0x0401 <= |h| <= 0x7BFE, was measured in session 37 of
              * bench/RESULTS.md: 6% faster in cache on dense data, 22% slower on ReLU data, whose
@@ -2085,17 +2087,7 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
     const size_t ob = (size_t)t.bits / 8, ib = (size_t)f.bits / 8;
     const int bf = f.dt == MXP_BFLOAT16;
     const srconst sc = sr_consts(t);
-    V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2);
-    V khi = v_set1((uint32_t)(key >> 32)), step = v_set1((uint32_t)VL * MXP__SR_W);
-    V olim = v_set1(0x7FFFFFFFu - (sc.hi - sc.lo)), oadd = v_set1(0x7FFFFFFFu - sc.hi);
-#ifdef MXP_SIMD_PIN
-    MXP_SIMD_PIN(m1);
-    MXP_SIMD_PIN(m2);
-    MXP_SIMD_PIN(khi);
-    MXP_SIMD_PIN(step);
-    MXP_SIMD_PIN(olim);
-    MXP_SIMD_PIN(oadd);
-#endif
+    SR_RUN_CONSTS(key, sc);
     /* the elements' random words (kernels.h's mxp__sr_bits_src): their top halves are the halves
      * of words lo / 2, ... (one vector of VL words per step), their low halves those of words
      * 2^31 + lo / 2, ..., whose Weyl states are the first ones' + 2^31 (MXP__SR_W is odd), hashed
