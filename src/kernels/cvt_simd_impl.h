@@ -1655,7 +1655,7 @@ static SIMD_INLINE void srh_store(unsigned char *d, size_t i, V u0, V u1, V h, i
  * where it stopped. A run follows a step with +-0 lanes, and then the plain fast loop resumes,
  * whose test costs an operation less per vector. Out of line: inlined, it slowed the plain loop.
  * AMD Zen 4 (bench/RESULTS.md, session 53), ReLU data (half the values +-0), ns/element in
- * cache / at 2^26: 0.254 / 0.320 -> 0.159 / 0.177. */
+ * cache / at 2^26, avx512: 0.257 / 0.352 -> 0.165 / 0.186 (with the shared words). */
 #define SRH_ZRUN 32
 MXP_SIMD_NOINLINE
 static size_t srh_zrun(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi, int nt)
@@ -1687,8 +1687,8 @@ static size_t srh_zrun(unsigned char *d, const unsigned char *s, size_t i, size_
  * low 16 bits 0 elsewhere). The inner loop holds the fast step (srh_store, sr_run's until then),
  * with its constants pinned as in sr_run; a step that fails it takes the zero-aware fast path or
  * the general one, then srh_zrun's steps when it had +-0 lanes. AMD Zen 4, ns/element in cache /
- * at 2^26, uniform data: avx512 0.170 / 0.189 -> 0.144 / 0.166, --isa avx2 0.170 / 0.230 ->
- * 0.150 / 0.182 (bench/RESULTS.md, session 53).
+ * at 2^26, uniform data: avx512 0.170 / 0.189 -> 0.144 / 0.170, --isa avx2 0.170 / 0.213 ->
+ * 0.154 / 0.203 (bench/RESULTS.md, session 53).
  */
 static SIMD_INLINE size_t srh_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                                   uint64_t key, int sat, int nt)
