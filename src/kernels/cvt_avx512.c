@@ -548,6 +548,54 @@ PRIM V sr_h16_unpk(V h, int hi)
     return hi ? _mm512_unpackhi_epi16(h, _mm512_setzero_si512()) : _mm512_unpacklo_epi16(h, _mm512_setzero_si512());
 }
 PRIM V sr_h16_unpk3(V h, int hi) { return sr_h16_unpk(_mm512_srli_epi16(h, 3), hi); }
+/* bfloat16 -> float16 on 16-bit lanes (bf16_f16_run below explains the rule): the in-range
+ * result of 32 lanes; *out: the lanes outside float16's normal range but +-0 */
+PRIM V bf16_f16_w(V h, __mmask32 *out)
+{
+    const V a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
+    const __mmask32 nz = _mm512_test_epi16_mask(a, a);
+    *out = nz & _mm512_cmpgt_epu16_mask(_mm512_sub_epi16(a, _mm512_set1_epi16(0x3880)),
+                                        _mm512_set1_epi16(0x4780 - 0x3880 - 1));
+    const V t = _mm512_maskz_add_epi16(nz, _mm512_slli_epi16(h, 3), _mm512_set1_epi16(0x4000));
+    return _mm512_ternarylogic_epi32(t, h, _mm512_set1_epi16((short)0x8000), 0xF8); /* t | (h & 0x8000) */
+}
+/* srn_run's bfloat16 -> float16 steps that need no random bits (MXP_SIMD_BFH, cvt_simd_impl.h):
+ * the 2*VL bfloat16 at s to float16 at d (64-byte aligned when nt: streaming) when every lane is
+ * exact in float16 (bf16_f16_w's range, or +-0); returns 0, storing nothing, when one is not */
+#define MXP_SIMD_BFH 1
+PRIM int bfh_exact(unsigned char *d, const unsigned char *s, int nt)
+{
+    __mmask32 out;
+    const V r = bf16_f16_w(_mm512_loadu_si512(s), &out);
+    if (out != 0) return 0;
+    if (nt) MXP__STREAM512(d, r);
+    else _mm512_storeu_si512(d, r);
+    return 1;
+}
+/* srn_run's float16 -> bfloat16 stochastic steps on 16-bit lanes (MXP_SIMD_HBF): the 2*VL
+ * float16 at s to bfloat16 at d (64-byte aligned when nt) with the random words w (VL words, half
+ * k of w element k's), when every lane is normal or +-0; returns 0, storing nothing, when one is
+ * not (a subnormal, infinity or NaN). A normal a = |x| = e << 10 | m drops its low 3 bits: adding
+ * the half's top 3 bits carries out of them as often as stochastic rounding goes up (kernels.h's
+ * rule with D = 3), into the exponent when m is all ones; then (t >> 3) + (112 << 7) rebiases the
+ * exponent from 15 to 127. The largest, 0x7BFF, rounds at most to 0x4780, 2^16, which bfloat16
+ * holds. +-0 stays +-0 (a masked add). */
+#define MXP_SIMD_HBF 1
+PRIM int hbf_words(unsigned char *d, const unsigned char *s, V w, int nt)
+{
+    const V x = _mm512_loadu_si512(s);
+    const V a = _mm512_and_si512(x, _mm512_set1_epi16(0x7FFF));
+    const __mmask32 nz = _mm512_test_epi16_mask(a, a);
+    const __mmask32 out = nz & _mm512_cmpgt_epu16_mask(_mm512_sub_epi16(a, _mm512_set1_epi16(0x0400)),
+                                                       _mm512_set1_epi16(0x7C00 - 0x0400 - 1));
+    if (out != 0) return 0;
+    const V t = _mm512_add_epi16(a, _mm512_srli_epi16(w, 13));
+    const V b = _mm512_maskz_add_epi16(nz, _mm512_srli_epi16(t, 3), _mm512_set1_epi16(0x3800));
+    const V r = _mm512_ternarylogic_epi32(b, x, _mm512_set1_epi16((short)0x8000), 0xF8); /* b | (x & 0x8000) */
+    if (nt) MXP__STREAM512(d, r);
+    else _mm512_storeu_si512(d, r);
+    return 1;
+}
 /* the dwords hw[j] << 16 | lw[j] for halfwords j = 0 .. VL - 1 (hi = 0) or VL .. 2 VL - 1: one
  * VPERMT2W (dword k takes word k + 16 hi of lw, then of hw) */
 PRIM V sr_h16_pair(V lw, V hw, int hi)
@@ -1659,16 +1707,6 @@ PRIM V bf16_f16_fix(V h, int sat)
         r = _mm512_mask_sub_epi16(r, inf, r, _mm512_set1_epi16(1));
     }
     return r;
-}
-/* the in-range result of 32 lanes; *out: the lanes outside float16's normal range but +-0 */
-PRIM V bf16_f16_w(V h, __mmask32 *out)
-{
-    const V a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
-    const __mmask32 nz = _mm512_test_epi16_mask(a, a);
-    *out = nz & _mm512_cmpgt_epu16_mask(_mm512_sub_epi16(a, _mm512_set1_epi16(0x3880)),
-                                        _mm512_set1_epi16(0x4780 - 0x3880 - 1));
-    const V t = _mm512_maskz_add_epi16(nz, _mm512_slli_epi16(h, 3), _mm512_set1_epi16(0x4000));
-    return _mm512_ternarylogic_epi32(t, h, _mm512_set1_epi16((short)0x8000), 0xF8); /* t | (h & 0x8000) */
 }
 static SIMD_INLINE size_t bfh_run(unsigned char *d, const unsigned char *s, size_t i, size_t n, int sat, int nt)
 {

@@ -2136,7 +2136,44 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
     MXP_SIMD_PIN(ac.mad);
 #endif
 #endif
+#ifdef MXP_SIMD_BFH
+    const int bfh = bf && t.dt == MXP_FLOAT16;
+#endif
+#ifdef MXP_SIMD_HBF
+    const int hbf = f.dt == MXP_FLOAT16 && t.dt == MXP_BFLOAT16;
+#endif
     for (; i < end; i += 2 * VL) {
+#ifdef MXP_SIMD_BFH
+        if (bfh) {
+            /* bfloat16 -> float16: a step whose every lane is exact in float16 (its normal range,
+             * where 7 mantissa bits fit in 10, or +-0) needs no random bits (bfh_exact, the
+             * ISA's); runs of such steps, then the step below for one that is not */
+            const size_t i0 = i;
+            for (; i < end; i += 2 * VL) {
+#ifdef MXP_SIMD_PF_FAR
+                if (nt) MXP_SIMD_PF_FAR(s + 2 * i);
+#endif
+                if (!bfh_exact(d + 2 * i, s + 2 * i, nt)) break;
+            }
+            il = v_add(il, v_set1((uint32_t)((i - i0) / 2) * MXP__SR_W)); /* VL words per step */
+            if (i >= end) break;
+        }
+#endif
+#ifdef MXP_SIMD_HBF
+        if (hbf) {
+            /* float16 -> bfloat16: steps whose every lane is normal or +-0 (hbf_words, the ISA's,
+             * on 16-bit lanes); a float16 drops at most 3 bits, so an element uses only its
+             * half's top 3 bits, which sr_finish leaves as they are: the words unfinished */
+            for (; i < end; i += 2 * VL) {
+#ifdef MXP_SIMD_PF_FAR
+                if (nt) MXP_SIMD_PF_FAR(s + 2 * i);
+#endif
+                if (!hbf_words(d + 2 * i, s + 2 * i, sr_words_hi(il, khi, m1, m2), nt)) break;
+                il = v_add(il, step);
+            }
+            if (i >= end) break;
+        }
+#endif
         const V ils = il;
         const V h = sr_finish(sr_words_hi(il, khi, m1, m2)); /* the 2*VL top halves, in order */
         il = v_add(il, step);
