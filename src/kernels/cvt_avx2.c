@@ -434,44 +434,6 @@ PRIM V sr_h16_unpk(V h, int hi)
     return hi ? _mm256_unpackhi_epi16(h, _mm256_setzero_si256()) : _mm256_unpacklo_epi16(h, _mm256_setzero_si256());
 }
 PRIM V sr_h16_unpk3(V h, int hi) { return sr_h16_unpk(_mm256_srli_epi16(h, 3), hi); }
-/* srn_run's bfloat16 -> float16 steps that need no random bits (MXP_SIMD_BFH, cvt_simd_impl.h):
- * the 2*VL bfloat16 at s to float16 at d (32-byte aligned when nt: streaming) when every lane is
- * exact in float16, returning 0 and storing nothing when one is not. bf16_f16_w's rule (below)
- * with +-0 taken too, since ReLU data would otherwise leave in nearly every step: a = |h| is in
- * range when (a - 0x3880) mod 2^16 <= 0x0EFF (VPMINUW, as AVX2 has no unsigned compare) or 0. */
-#define MXP_SIMD_BFH 1
-PRIM int bfh_exact(unsigned char *d, const unsigned char *s, int nt)
-{
-    const V h = _mm256_loadu_si256((const __m256i *)(const void *)s);
-    const V a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
-    const V x = _mm256_sub_epi16(a, _mm256_set1_epi16(0x3880));
-    const V z = _mm256_cmpeq_epi16(a, _mm256_setzero_si256());
-    const V in = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_min_epu16(x, _mm256_set1_epi16(0x0EFF)), x), z);
-    if (!_mm256_testc_si256(in, _mm256_set1_epi32(-1))) return 0;
-    const V t = _mm256_andnot_si256(z, _mm256_add_epi16(_mm256_slli_epi16(h, 3), _mm256_set1_epi16(0x4000)));
-    const V r = _mm256_or_si256(t, _mm256_and_si256(h, _mm256_set1_epi16((short)0x8000)));
-    if (nt) MXP__STREAM256((__m256i *)(void *)d, r);
-    else _mm256_storeu_si256((__m256i *)(void *)d, r);
-    return 1;
-}
-/* srn_run's float16 -> bfloat16 stochastic steps on 16-bit lanes (MXP_SIMD_HBF): cvt_avx512.c's
- * hbf_words (the arithmetic is explained there), the range test as bfh_exact's */
-#define MXP_SIMD_HBF 1
-PRIM int hbf_words(unsigned char *d, const unsigned char *s, V w, int nt)
-{
-    const V x = _mm256_loadu_si256((const __m256i *)(const void *)s);
-    const V a = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
-    const V y = _mm256_sub_epi16(a, _mm256_set1_epi16(0x0400));
-    const V z = _mm256_cmpeq_epi16(a, _mm256_setzero_si256());
-    const V in = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_min_epu16(y, _mm256_set1_epi16(0x7C00 - 0x0400 - 1)), y), z);
-    if (!_mm256_testc_si256(in, _mm256_set1_epi32(-1))) return 0;
-    const V t = _mm256_add_epi16(a, _mm256_srli_epi16(w, 13));
-    const V b = _mm256_andnot_si256(z, _mm256_add_epi16(_mm256_srli_epi16(t, 3), _mm256_set1_epi16(0x3800)));
-    const V r = _mm256_or_si256(b, _mm256_and_si256(x, _mm256_set1_epi16((short)0x8000)));
-    if (nt) MXP__STREAM256((__m256i *)(void *)d, r);
-    else _mm256_storeu_si256((__m256i *)(void *)d, r);
-    return 1;
-}
 /* The codes of the words t = x + rw (sr8w16_codes) as signed words, code - 256 for a negative
  * one, which sr8w_store packs with VPACKSSWB: VPMADDUBSW with bytes (1, -2^Dw) gives q - 128 S
  * (the high byte of tq is S << (7 - Dw)), and for Dw = 8 the shift is arithmetic. Until session
@@ -814,6 +776,56 @@ PRIM void f64_st(unsigned char *p, V x, int sat, int nt)
 }
 
 #define MXP_SIMD_F16_F8 1 /* f16_f8_run, below */
+/* srn_run's bfloat16 -> float16 steps that need no random bits (MXP_SIMD_BFH, cvt_simd_impl.h):
+ * the 2*VL bfloat16 at s to float16 at d (32-byte aligned when nt: streaming) when every lane is
+ * exact in float16, returning 0 and storing nothing when one is not. bf16_f16_w's rule (below)
+ * with +-0 taken too, since ReLU data would otherwise leave in nearly every step: a = |h| is in
+ * range when (a - 0x3880) mod 2^16 <= 0x0EFF (VPMINUW, as AVX2 has no unsigned compare) or 0. */
+#define MXP_SIMD_BFH 1
+PRIM int bfh_exact(unsigned char *d, const unsigned char *s, int nt)
+{
+    const V h = _mm256_loadu_si256((const __m256i *)(const void *)s);
+    const V a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+    const V x = _mm256_sub_epi16(a, _mm256_set1_epi16(0x3880));
+    const V z = _mm256_cmpeq_epi16(a, _mm256_setzero_si256());
+    const V in = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_min_epu16(x, _mm256_set1_epi16(0x0EFF)), x), z);
+    if (!_mm256_testc_si256(in, _mm256_set1_epi32(-1))) return 0;
+    const V t = _mm256_andnot_si256(z, _mm256_add_epi16(_mm256_slli_epi16(h, 3), _mm256_set1_epi16(0x4000)));
+    const V r = _mm256_or_si256(t, _mm256_and_si256(h, _mm256_set1_epi16((short)0x8000)));
+    if (nt) MXP__STREAM256((__m256i *)(void *)d, r);
+    else _mm256_storeu_si256((__m256i *)(void *)d, r);
+    return 1;
+}
+/* srn_run's float16 -> bfloat16 stochastic steps on 16-bit lanes (MXP_SIMD_HBF): cvt_avx512.c's
+ * hbf_words and hbf_wide (the arithmetic is explained there), the range test as bfh_exact's */
+#define MXP_SIMD_HBF 1
+PRIM int hbf_words(unsigned char *d, const unsigned char *s, V w, int nt)
+{
+    const V x = _mm256_loadu_si256((const __m256i *)(const void *)s);
+    const V a = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
+    const V y = _mm256_sub_epi16(a, _mm256_set1_epi16(0x0400));
+    const V z = _mm256_cmpeq_epi16(a, _mm256_setzero_si256());
+    const V in = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_min_epu16(y, _mm256_set1_epi16(0x7C00 - 0x0400 - 1)), y), z);
+    if (!_mm256_testc_si256(in, _mm256_set1_epi32(-1))) return 0;
+    const V t = _mm256_add_epi16(a, _mm256_srli_epi16(w, 13));
+    const V b = _mm256_andnot_si256(z, _mm256_add_epi16(_mm256_srli_epi16(t, 3), _mm256_set1_epi16(0x3800)));
+    const V r = _mm256_or_si256(b, _mm256_and_si256(x, _mm256_set1_epi16((short)0x8000)));
+    if (nt) MXP__STREAM256((__m256i *)(void *)d, r);
+    else _mm256_storeu_si256((__m256i *)(void *)d, r);
+    return 1;
+}
+PRIM int hbf_wide(unsigned char *d, const unsigned char *s, V w, int nt)
+{
+    const V a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)s), _mm256_set1_epi16(0x7FFF));
+    if (!_mm256_testz_si256(_mm256_cmpgt_epi16(a, _mm256_set1_epi16(0x7BFF)), _mm256_set1_epi32(-1)))
+        return 0; /* infinity or NaN (a signed compare: a < 2^15) */
+    const V t0 = _mm256_srli_epi32(_mm256_add_epi32(hw_f16_ld(s), sr_h16_ext(w, 0)), 16);
+    const V t1 = _mm256_srli_epi32(_mm256_add_epi32(hw_f16_ld(s + 2 * VL), sr_h16_ext(w, 1)), 16);
+    const V r = _mm256_permute4x64_epi64(_mm256_packus_epi32(t0, t1), 0xD8);
+    if (nt) MXP__STREAM256((__m256i *)(void *)d, r);
+    else _mm256_storeu_si256((__m256i *)(void *)d, r);
+    return 1;
+}
 #include "cvt_simd_impl.h"
 
 void mxp__cvt_register_avx2(mxp__kernels *k) { simd_register(k); }

@@ -574,12 +574,12 @@ PRIM int bfh_exact(unsigned char *d, const unsigned char *s, int nt)
 }
 /* srn_run's float16 -> bfloat16 stochastic steps on 16-bit lanes (MXP_SIMD_HBF): the 2*VL
  * float16 at s to bfloat16 at d (64-byte aligned when nt) with the random words w (VL words, half
- * k of w element k's), when every lane is normal or +-0; returns 0, storing nothing, when one is
- * not (a subnormal, infinity or NaN). A normal a = |x| = e << 10 | m drops its low 3 bits: adding
- * the half's top 3 bits carries out of them as often as stochastic rounding goes up (kernels.h's
- * rule with D = 3), into the exponent when m is all ones; then (t >> 3) + (112 << 7) rebiases the
- * exponent from 15 to 127. The largest, 0x7BFF, rounds at most to 0x4780, 2^16, which bfloat16
- * holds. +-0 stays +-0 (a masked add). */
+ * k of w element k's) when every lane is normal or +-0; returns 0, storing nothing, when one is
+ * not. A normal
+ * a = |x| = e << 10 | m drops its low 3 bits: adding the half's top 3 bits carries out of them as
+ * often as stochastic rounding goes up (kernels.h's rule with D = 3), into the exponent when m is
+ * all ones; then (t >> 3) + (112 << 7) rebiases the exponent from 15 to 127. The largest, 0x7BFF,
+ * rounds at most to 0x4780, 2^16, which bfloat16 holds. +-0 stays +-0 (a masked add). */
 #define MXP_SIMD_HBF 1
 PRIM int hbf_words(unsigned char *d, const unsigned char *s, V w, int nt)
 {
@@ -592,6 +592,22 @@ PRIM int hbf_words(unsigned char *d, const unsigned char *s, V w, int nt)
     const V t = _mm512_add_epi16(a, _mm512_srli_epi16(w, 13));
     const V b = _mm512_maskz_add_epi16(nz, _mm512_srli_epi16(t, 3), _mm512_set1_epi16(0x3800));
     const V r = _mm512_ternarylogic_epi32(b, x, _mm512_set1_epi16((short)0x8000), 0xF8); /* b | (x & 0x8000) */
+    if (nt) MXP__STREAM512(d, r);
+    else _mm512_storeu_si512(d, r);
+    return 1;
+}
+/* hbf_words' step when it failed: every lane widened (VCVTPH2PS, exact: a float16 subnormal is a
+ * float32 normal) and its half added below the kept high word, as srb_run does from float32, the
+ * round up being the carry out of the low word; returns 0, storing nothing, for a step with an
+ * infinity or NaN. Out of the fast loop: inside hbf_words it slowed uniform data by 17% in cache. */
+PRIM int hbf_wide(unsigned char *d, const unsigned char *s, V w, int nt)
+{
+    const V x = _mm512_loadu_si512(s);
+    if (_mm512_cmpge_epu16_mask(_mm512_and_si512(x, _mm512_set1_epi16(0x7FFF)), _mm512_set1_epi16(0x7C00)) != 0)
+        return 0;
+    const V u0 = hw_f16_ld(s), u1 = hw_f16_ld(s + 2 * VL);
+    const V hi = _mm512_permutex2var_epi16(u0, n8w_ihi(), u1), lo = _mm512_permutex2var_epi16(u0, n8w_ilo(), u1);
+    const V r = _mm512_mask_add_epi16(hi, _mm512_cmpgt_epu16_mask(lo, _mm512_add_epi16(lo, w)), hi, _mm512_set1_epi16(1));
     if (nt) MXP__STREAM512(d, r);
     else _mm512_storeu_si512(d, r);
     return 1;

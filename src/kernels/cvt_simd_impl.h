@@ -2084,6 +2084,20 @@ static SIMD_INLINE void srn_full(V ils, V khi, V m1, V m2, V *w0, V *w1, int *fu
 #else
 #define MXP_SIMD_SR8_W16_ON 0
 #endif
+#ifdef MXP_SIMD_HBF
+/* srn_run's float16 -> bfloat16 steps from element i (il: the Weyl states of its words) after one
+ * with a subnormal lane: up to HBF_WRUN of them widened by the ISA's hbf_wide, until one has an
+ * infinity or NaN; returns where it stopped. Out of line, as srh_zrun. */
+#define HBF_WRUN 32
+MXP_SIMD_NOINLINE
+static size_t hbf_wrun(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi, int nt)
+{
+    const V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2), step = v_set1((uint32_t)VL * MXP__SR_W);
+    for (int k = 0; k < HBF_WRUN && i < end; k++, i += 2 * VL, il = v_add(il, step))
+        if (!hbf_wide(d + 2 * i, s + 2 * i, sr_words_hi(il, khi, m1, m2), nt)) break;
+    return i;
+}
+#endif
 static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, uint32_t lo,
                                   uint64_t key, const sfmt f, const sfmt t, int sat, int nt)
 {
@@ -2172,6 +2186,15 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
                 il = v_add(il, step);
             }
             if (i >= end) break;
+            /* steps with subnormal lanes: a run of them widened (hbf_wrun), then the loop above
+             * again; a step with an infinity or NaN takes the step below */
+            const size_t i0 = i;
+            i = hbf_wrun(d, s, i, end, il, khi, nt);
+            if (i != i0) {
+                il = v_add(il, v_set1((uint32_t)((i - i0) / 2) * MXP__SR_W)); /* VL words per step */
+                i -= 2 * VL; /* the loop's increment follows */
+                continue;
+            }
         }
 #endif
         const V ils = il;
