@@ -796,6 +796,34 @@ PRIM int bfh_exact(unsigned char *d, const unsigned char *s, int nt)
     else _mm256_storeu_si256((__m256i *)(void *)d, r);
     return 1;
 }
+/* srn_run's bfloat16 -> float16 stochastic step for lanes down to 2^-31 (MXP_SIMD_BFH_TINY):
+ * cvt_avx512.c's bfh_tiny (explained there), the range test as bfh_exact's */
+#define MXP_SIMD_BFH_TINY 1
+PRIM V bfh_tiny_dw(V a, V h)
+{
+    const V E = _mm256_srli_epi32(a, 7);
+    const V S = _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(a, 2), _mm256_set1_epi32(0x1FC)), _mm256_set1_epi32(0x200));
+    const V q = _mm256_srlv_epi32(S, _mm256_sub_epi32(_mm256_set1_epi32(112), E));
+    const V F = _mm256_and_si256(_mm256_sllv_epi32(S, _mm256_sub_epi32(E, _mm256_set1_epi32(96))), _mm256_set1_epi32(0xFFFF));
+    const V sub = _mm256_add_epi32(q, _mm256_srli_epi32(_mm256_add_epi32(F, h), 16));
+    const V nrm = _mm256_sub_epi32(_mm256_slli_epi32(a, 3), _mm256_set1_epi32(112 << 10));
+    return _mm256_blendv_epi8(sub, nrm, _mm256_cmpgt_epi32(E, _mm256_set1_epi32(112)));
+}
+PRIM int bfh_tiny(unsigned char *d, const unsigned char *s, V w, int nt)
+{
+    const V x = _mm256_loadu_si256((const __m256i *)(const void *)s), z = _mm256_setzero_si256();
+    const V a = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
+    const V y = _mm256_sub_epi16(a, _mm256_set1_epi16(0x3000));
+    const V in = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_min_epu16(y, _mm256_set1_epi16(0x477F - 0x3000)), y),
+                                 _mm256_cmpeq_epi16(a, z));
+    if (!_mm256_testc_si256(in, _mm256_set1_epi32(-1))) return 0;
+    const V r0 = bfh_tiny_dw(_mm256_unpacklo_epi16(a, z), _mm256_unpacklo_epi16(w, z));
+    const V r1 = bfh_tiny_dw(_mm256_unpackhi_epi16(a, z), _mm256_unpackhi_epi16(w, z));
+    const V r = _mm256_or_si256(_mm256_packus_epi32(r0, r1), _mm256_and_si256(x, _mm256_set1_epi16((short)0x8000)));
+    if (nt) MXP__STREAM256((__m256i *)(void *)d, r);
+    else _mm256_storeu_si256((__m256i *)(void *)d, r);
+    return 1;
+}
 /* srn_run's float16 -> bfloat16 stochastic steps on 16-bit lanes (MXP_SIMD_HBF): cvt_avx512.c's
  * hbf_words and hbf_wide (the arithmetic is explained there), the range test as bfh_exact's */
 #define MXP_SIMD_HBF 1

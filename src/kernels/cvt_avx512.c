@@ -572,6 +572,43 @@ PRIM int bfh_exact(unsigned char *d, const unsigned char *s, int nt)
     else _mm512_storeu_si512(d, r);
     return 1;
 }
+/* srn_run's bfloat16 -> float16 stochastic step for a step that bfh_exact did not take, with the
+ * words w (VL finished words, half k of w element k's): every lane in [2^-31, 65280] or +-0 (a =
+ * |x| in [0x3000, 0x477F]: a float32 exponent field E >= 96); returns 0, storing nothing, when one
+ * is not. In dword lanes (VPUNPCKLWD / VPUNPCKHWD with 0, VPACKUSDW restores the order): below
+ * float16's normal range (E <= 112) the result counts steps of 2^-24, of which the value holds S
+ * >> k, S = the significand 1.m7 as an 8-bit integer << 2, k = 112 - E <= 16; the k dropped bits
+ * put at the top of 16 bits, F = (S << (16 - k)) mod 2^16, round up iff F + the half >= 2^16
+ * (kernels.h's rule: the dropped part's top 32 bits are F << 16, so the half's low word cannot
+ * carry), and the carry out of F + half is bit 16 of their sum. +-0 gives 0 by the same
+ * arithmetic (the shifts by k = 112 and 16 - k < 0 give 0). In the normal range, bfh_exact's exact
+ * value, (a << 3) - (112 << 10). */
+#define MXP_SIMD_BFH_TINY 1
+PRIM V bfh_tiny_dw(V a, V h)
+{
+    const V E = _mm512_srli_epi32(a, 7);
+    const V S = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(a, 2), v_set1(0x1FCu)), v_set1(0x200u));
+    const V q = _mm512_srlv_epi32(S, _mm512_sub_epi32(v_set1(112u), E));
+    const V F = _mm512_and_si512(_mm512_sllv_epi32(S, _mm512_sub_epi32(E, v_set1(96u))), v_set1(0xFFFFu));
+    const V sub = _mm512_add_epi32(q, _mm512_srli_epi32(_mm512_add_epi32(F, h), 16));
+    const V nrm = _mm512_sub_epi32(_mm512_slli_epi32(a, 3), v_set1(112u << 10));
+    return _mm512_mask_mov_epi32(sub, _mm512_cmpgt_epu32_mask(E, v_set1(112u)), nrm);
+}
+PRIM int bfh_tiny(unsigned char *d, const unsigned char *s, V w, int nt)
+{
+    const V x = _mm512_loadu_si512(s), z = _mm512_setzero_si512();
+    const V a = _mm512_and_si512(x, _mm512_set1_epi16(0x7FFF));
+    const __mmask32 nz = _mm512_test_epi16_mask(a, a);
+    if ((nz & _mm512_cmpgt_epu16_mask(_mm512_sub_epi16(a, _mm512_set1_epi16(0x3000)),
+                                      _mm512_set1_epi16(0x477F - 0x3000))) != 0)
+        return 0;
+    const V r0 = bfh_tiny_dw(_mm512_unpacklo_epi16(a, z), _mm512_unpacklo_epi16(w, z));
+    const V r1 = bfh_tiny_dw(_mm512_unpackhi_epi16(a, z), _mm512_unpackhi_epi16(w, z));
+    const V r = _mm512_ternarylogic_epi32(_mm512_packus_epi32(r0, r1), x, _mm512_set1_epi16((short)0x8000), 0xF8);
+    if (nt) MXP__STREAM512(d, r);
+    else _mm512_storeu_si512(d, r);
+    return 1;
+}
 /* srn_run's float16 -> bfloat16 stochastic steps on 16-bit lanes (MXP_SIMD_HBF): the 2*VL
  * float16 at s to bfloat16 at d (64-byte aligned when nt) with the random words w (VL words, half
  * k of w element k's) when every lane is normal or +-0; returns 0, storing nothing, when one is
