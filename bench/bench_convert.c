@@ -3,21 +3,21 @@
  *
  * For each conversion (float32 <-> float16 / bfloat16 / float8, nearest-even and saturating,
  * stochastic rounding to every narrow format, and a few of the other pairs: float64 <-> float32,
- * float64 -> bfloat16, float16 -> bfloat16, bfloat16 -> e4m3fn), each ISA table this CPU has (scalar, avx2, avx512, neon),
- * 1 and 2 threads, and n in {2^12, 2^16, 2^20, 2^24, 2^26}: the median ns per element, the GB/s
- * of bytes moved (read + written), the ratio to the memcpy-equivalent baseline of bench_util.h
+ * float64 -> 16-bit and e4m3fn, float16 <-> bfloat16, 16-bit and float8 -> float8, each pair's
+ * stochastic rounding where it drops bits), each ISA table this CPU has (scalar, avx2, avx512,
+ * neon), 1 and 2 threads, and n in {2^12, 2^16, 2^20, 2^24, 2^26}: the median ns per element, the
+ * GB/s of bytes moved (read + written), the ratio to the memcpy-equivalent baseline of bench_util.h
  * (memcpy of (bytes_in + bytes_out) / 2, measured in the same run; ratio > 1 means faster than
  * memcpy moving the same traffic), and the ratio to the physical limit of bench_limit.h (a loop
- * reading the same source bytes and writing the same destination bytes, with non-temporal
- * stores out of cache and plain ones in cache, one thread, measured in the same run; 1.00 =
- * as fast as the hardware moves those bytes), and to that loop run as the library runs the row
- * (limit_s: where src/convert.c cuts a large call into interleaved streams, the loop is cut the
- * same way, bench_limit.h's bl_streams, since one core moves more bytes that way; elsewhere it is
- * the limit again). The header names the CPU (/proc/cpuinfo) and, on
- * AVX-512 CPUs, whether the AVX-512 kernels prefetch their source in streaming calls (a per-CPU
- * choice, src/kernels/dispatch.c).
- * ISA rows: each table's own kernels ("avx512-own" where the dispatched avx512 table keeps some
- * avx2 kernels) and, where it differs, the avx512 table as dispatched ("avx512").
+ * reading the same source bytes and writing the same destination bytes, with non-temporal stores
+ * out of cache and plain ones in cache, one thread, measured in the same run; 1.00 = as fast as the
+ * hardware moves those bytes), and to that loop run as the library runs the row (limit_s: where
+ * src/convert.c cuts a large call into interleaved streams, the loop is cut the same way,
+ * bench_limit.h's bl_streams, since one core moves more bytes that way; elsewhere it is the limit
+ * again). The header names the CPU (/proc/cpuinfo) and, on AVX-512 CPUs, whether the AVX-512
+ * kernels prefetch their source in streaming calls (a per-CPU choice, src/kernels/dispatch.c). ISA
+ * rows: each table's own kernels ("avx512-own" where the dispatched avx512 table keeps some avx2
+ * kernels) and, where it differs, the avx512 table as dispatched ("avx512").
  *
  * Threads are split the way src/convert.c splits them: contiguous chunks on 64-element
  * boundaries, chunk 0 on the calling thread, the others on the library's persistent workers

@@ -2175,7 +2175,9 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
         if (bfh) {
             /* bfloat16 -> float16: a step whose every lane is exact in float16 (its normal range,
              * where 7 mantissa bits fit in 10, or +-0) needs no random bits (bfh_exact, the
-             * ISA's); runs of such steps, then the step below for one that is not */
+             * ISA's); runs of such steps, then the step below for one that is not. AMD Zen 4,
+             * avx512, ns/element in cache / at 2^26, uniform data: 0.187 / 0.206 -> 0.054 / 0.113
+             * (nearest-even 0.035 / 0.11); ReLU 0.328 / 0.350 -> 0.043 / 0.110 (session 54) */
             const size_t i0 = i;
             for (; i < end; i += 2 * VL) {
 #ifdef MXP_SIMD_PF_FAR
@@ -2202,7 +2204,9 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
         if (hbf) {
             /* float16 -> bfloat16: steps whose every lane is normal or +-0 (hbf_words, the ISA's,
              * on 16-bit lanes); a float16 drops at most 3 bits, so an element uses only its
-             * half's top 3 bits, which sr_finish leaves as they are: the words unfinished */
+             * half's top 3 bits, which sr_finish leaves as they are: the words unfinished. AMD
+             * Zen 4, avx512, in cache / at 2^26: 0.142 / 0.157 -> 0.100 / 0.119 ns/element, the
+             * widened steps (general loop) before (bench/RESULTS.md, session 54) */
             for (; i < end; i += 2 * VL) {
 #ifdef MXP_SIMD_PF_FAR
                 if (nt) MXP_SIMD_PF_FAR(s + 2 * i);
