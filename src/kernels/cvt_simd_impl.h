@@ -2084,31 +2084,24 @@ static SIMD_INLINE void srn_full(V ils, V khi, V m1, V m2, V *w0, V *w1, int *fu
 #else
 #define MXP_SIMD_SR8_W16_ON 0
 #endif
-#ifdef MXP_SIMD_BFH_TINY
-/* srn_run's bfloat16 -> float16 steps from element i (il: the Weyl states of its words) that
- * bfh_exact did not take: up to BFH_TRUN of them by the ISA's bfh_tiny (lanes down to 2^-31),
- * until one has a lane it cannot take; returns where it stopped. Out of line, as srh_zrun. */
-#define BFH_TRUN 32
-MXP_SIMD_NOINLINE
-static size_t bfh_trun(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi, int nt)
-{
-    const V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2), step = v_set1((uint32_t)VL * MXP__SR_W);
-    for (int k = 0; k < BFH_TRUN && i < end; k++, i += 2 * VL, il = v_add(il, step))
-        if (!bfh_tiny(d + 2 * i, s + 2 * i, sr_finish(sr_words_hi(il, khi, m1, m2)), nt)) break;
-    return i;
-}
+#if defined(MXP_SIMD_BFH_TINY) != defined(MXP_SIMD_HBF)
+#error "an ISA with srn_run's 16-bit steps has both bfh_tiny and hbf_wide"
 #endif
 #ifdef MXP_SIMD_HBF
-/* srn_run's float16 -> bfloat16 steps from element i (il: the Weyl states of its words) after one
- * with a subnormal lane: up to HBF_WRUN of them widened by the ISA's hbf_wide, until one has an
- * infinity or NaN; returns where it stopped. Out of line, as srh_zrun. */
-#define HBF_WRUN 32
+/* srn_run's steps between the 16-bit formats from element i (il: the Weyl states of its words)
+ * after one its fast loop could not take: up to W16_RUN of them by the ISA's bfh_tiny (bf = 1,
+ * bfloat16 -> float16: lanes down to 2^-31; finished words) or hbf_wide (float16 -> bfloat16:
+ * widened; only the halves' top 3 bits count, so unfinished), until one has a lane the step
+ * cannot take; returns where it stopped. Out of line, as srh_zrun. */
+#define W16_RUN 32
 MXP_SIMD_NOINLINE
-static size_t hbf_wrun(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi, int nt)
+static size_t w16_run(unsigned char *d, const unsigned char *s, size_t i, size_t end, V il, V khi, int bf, int nt)
 {
     const V m1 = v_set1(MXP__SR_M1), m2 = v_set1(MXP__SR_M2), step = v_set1((uint32_t)VL * MXP__SR_W);
-    for (int k = 0; k < HBF_WRUN && i < end; k++, i += 2 * VL, il = v_add(il, step))
-        if (!hbf_wide(d + 2 * i, s + 2 * i, sr_words_hi(il, khi, m1, m2), nt)) break;
+    for (int k = 0; k < W16_RUN && i < end; k++, i += 2 * VL, il = v_add(il, step)) {
+        const V w = sr_words_hi(il, khi, m1, m2);
+        if (!(bf ? bfh_tiny(d + 2 * i, s + 2 * i, sr_finish(w), nt) : hbf_wide(d + 2 * i, s + 2 * i, w, nt))) break;
+    }
     return i;
 }
 #endif
@@ -2188,10 +2181,10 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
             il = v_add(il, v_set1((uint32_t)((i - i0) / 2) * MXP__SR_W)); /* VL words per step */
             if (i >= end) break;
 #ifdef MXP_SIMD_BFH_TINY
-            /* steps with lanes below float16's normal range: a run of them (bfh_trun), then the
+            /* steps with lanes below float16's normal range: a run of them (w16_run), then the
              * loop above again; a step with a lane it cannot take, the step below */
             const size_t i1 = i;
-            i = bfh_trun(d, s, i, end, il, khi, nt);
+            i = w16_run(d, s, i, end, il, khi, 1, nt);
             if (i != i1) {
                 il = v_add(il, v_set1((uint32_t)((i - i1) / 2) * MXP__SR_W));
                 i -= 2 * VL; /* the loop's increment follows */
@@ -2215,10 +2208,10 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
                 il = v_add(il, step);
             }
             if (i >= end) break;
-            /* steps with subnormal lanes: a run of them widened (hbf_wrun), then the loop above
+            /* steps with subnormal lanes: a run of them widened (w16_run), then the loop above
              * again; a step with an infinity or NaN takes the step below */
             const size_t i0 = i;
-            i = hbf_wrun(d, s, i, end, il, khi, nt);
+            i = w16_run(d, s, i, end, il, khi, 0, nt);
             if (i != i0) {
                 il = v_add(il, v_set1((uint32_t)((i - i0) / 2) * MXP__SR_W)); /* VL words per step */
                 i -= 2 * VL; /* the loop's increment follows */
