@@ -782,14 +782,18 @@ PRIM void f64_st(unsigned char *p, V x, int sat, int nt)
  * with +-0 taken too, since ReLU data would otherwise leave in nearly every step: a = |h| is in
  * range when (a - 0x3880) mod 2^16 <= 0x0EFF (VPMINUW, as AVX2 has no unsigned compare) or 0. */
 #define MXP_SIMD_BFH 1
+/* all ones in the word lanes whose a (< 2^15) is 0 or in [lo, lo + span] */
+PRIM V w16_in(V a, short lo, short span, V z)
+{
+    const V y = _mm256_sub_epi16(a, _mm256_set1_epi16(lo));
+    return _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_min_epu16(y, _mm256_set1_epi16(span)), y), z);
+}
 PRIM int bfh_exact(unsigned char *d, const unsigned char *s, int nt)
 {
     const V h = _mm256_loadu_si256((const __m256i *)(const void *)s);
     const V a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
-    const V x = _mm256_sub_epi16(a, _mm256_set1_epi16(0x3880));
     const V z = _mm256_cmpeq_epi16(a, _mm256_setzero_si256());
-    const V in = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_min_epu16(x, _mm256_set1_epi16(0x0EFF)), x), z);
-    if (!_mm256_testc_si256(in, _mm256_set1_epi32(-1))) return 0;
+    if (!_mm256_testc_si256(w16_in(a, 0x3880, 0x0EFF, z), _mm256_set1_epi32(-1))) return 0;
     const V t = _mm256_andnot_si256(z, _mm256_add_epi16(_mm256_slli_epi16(h, 3), _mm256_set1_epi16(0x4000)));
     const V r = _mm256_or_si256(t, _mm256_and_si256(h, _mm256_set1_epi16((short)0x8000)));
     if (nt) MXP__STREAM256((__m256i *)(void *)d, r);
@@ -802,9 +806,11 @@ PRIM int bfh_exact(unsigned char *d, const unsigned char *s, int nt)
 PRIM V bfh_tiny_dw(V a, V h)
 {
     const V E = _mm256_srli_epi32(a, 7);
-    const V S = _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(a, 2), _mm256_set1_epi32(0x1FC)), _mm256_set1_epi32(0x200));
+    const V S = _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(a, 2), _mm256_set1_epi32(0x1FC)),
+                                _mm256_set1_epi32(0x200));
     const V q = _mm256_srlv_epi32(S, _mm256_sub_epi32(_mm256_set1_epi32(112), E));
-    const V F = _mm256_and_si256(_mm256_sllv_epi32(S, _mm256_sub_epi32(E, _mm256_set1_epi32(96))), _mm256_set1_epi32(0xFFFF));
+    const V F = _mm256_and_si256(_mm256_sllv_epi32(S, _mm256_sub_epi32(E, _mm256_set1_epi32(96))),
+                                 _mm256_set1_epi32(0xFFFF));
     const V sub = _mm256_add_epi32(q, _mm256_srli_epi32(_mm256_add_epi32(F, h), 16));
     const V nrm = _mm256_sub_epi32(_mm256_slli_epi32(a, 3), _mm256_set1_epi32(112 << 10));
     return _mm256_blendv_epi8(sub, nrm, _mm256_cmpgt_epi32(E, _mm256_set1_epi32(112)));
@@ -813,9 +819,7 @@ PRIM int bfh_tiny(unsigned char *d, const unsigned char *s, V w, int nt)
 {
     const V x = _mm256_loadu_si256((const __m256i *)(const void *)s), z = _mm256_setzero_si256();
     const V a = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
-    const V y = _mm256_sub_epi16(a, _mm256_set1_epi16(0x3000));
-    const V in = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_min_epu16(y, _mm256_set1_epi16(0x477F - 0x3000)), y),
-                                 _mm256_cmpeq_epi16(a, z));
+    const V in = w16_in(a, 0x3000, 0x477F - 0x3000, _mm256_cmpeq_epi16(a, z));
     if (!_mm256_testc_si256(in, _mm256_set1_epi32(-1))) return 0;
     const V r0 = bfh_tiny_dw(_mm256_unpacklo_epi16(a, z), _mm256_unpacklo_epi16(w, z));
     const V r1 = bfh_tiny_dw(_mm256_unpackhi_epi16(a, z), _mm256_unpackhi_epi16(w, z));
@@ -831,10 +835,8 @@ PRIM int hbf_words(unsigned char *d, const unsigned char *s, V w, int nt)
 {
     const V x = _mm256_loadu_si256((const __m256i *)(const void *)s);
     const V a = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
-    const V y = _mm256_sub_epi16(a, _mm256_set1_epi16(0x0400));
     const V z = _mm256_cmpeq_epi16(a, _mm256_setzero_si256());
-    const V in = _mm256_or_si256(_mm256_cmpeq_epi16(_mm256_min_epu16(y, _mm256_set1_epi16(0x7C00 - 0x0400 - 1)), y), z);
-    if (!_mm256_testc_si256(in, _mm256_set1_epi32(-1))) return 0;
+    if (!_mm256_testc_si256(w16_in(a, 0x0400, 0x7C00 - 0x0400 - 1, z), _mm256_set1_epi32(-1))) return 0;
     const V t = _mm256_add_epi16(a, _mm256_srli_epi16(w, 13));
     const V b = _mm256_andnot_si256(z, _mm256_add_epi16(_mm256_srli_epi16(t, 3), _mm256_set1_epi16(0x3800)));
     const V r = _mm256_or_si256(b, _mm256_and_si256(x, _mm256_set1_epi16((short)0x8000)));

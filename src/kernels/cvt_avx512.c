@@ -548,8 +548,8 @@ PRIM V sr_h16_unpk(V h, int hi)
     return hi ? _mm512_unpackhi_epi16(h, _mm512_setzero_si512()) : _mm512_unpacklo_epi16(h, _mm512_setzero_si512());
 }
 PRIM V sr_h16_unpk3(V h, int hi) { return sr_h16_unpk(_mm512_srli_epi16(h, 3), hi); }
-/* bfloat16 -> float16 on 16-bit lanes (bf16_f16_run below explains the rule): the in-range
- * result of 32 lanes; *out: the lanes outside float16's normal range but +-0 */
+/* bfloat16 -> float16 on 16-bit lanes (the comment on bf16_f16_fix below explains the rule): the
+ * in-range result of 32 lanes; *out: the lanes outside float16's normal range but +-0 */
 PRIM V bf16_f16_w(V h, __mmask32 *out)
 {
     const V a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
@@ -612,11 +612,11 @@ PRIM int bfh_tiny(unsigned char *d, const unsigned char *s, V w, int nt)
 /* srn_run's float16 -> bfloat16 stochastic steps on 16-bit lanes (MXP_SIMD_HBF): the 2*VL
  * float16 at s to bfloat16 at d (64-byte aligned when nt) with the random words w (VL words, half
  * k of w element k's) when every lane is normal or +-0; returns 0, storing nothing, when one is
- * not. A normal
- * a = |x| = e << 10 | m drops its low 3 bits: adding the half's top 3 bits carries out of them as
- * often as stochastic rounding goes up (kernels.h's rule with D = 3), into the exponent when m is
- * all ones; then (t >> 3) + (112 << 7) rebiases the exponent from 15 to 127. The largest, 0x7BFF,
- * rounds at most to 0x4780, 2^16, which bfloat16 holds. +-0 stays +-0 (a masked add). */
+ * not. A normal a = |x| = e << 10 | m drops its low 3 bits: adding the half's top 3 bits carries
+ * out of them as often as stochastic rounding goes up (kernels.h's rule with D = 3), into the
+ * exponent when m is all ones; then (t >> 3) + (112 << 7) rebiases the exponent from 15 to 127.
+ * The largest, 0x7BFF, rounds at most to 0x4780, 2^16, which bfloat16 holds. +-0 stays +-0 (a
+ * masked add). */
 #define MXP_SIMD_HBF 1
 PRIM int hbf_words(unsigned char *d, const unsigned char *s, V w, int nt)
 {
@@ -636,7 +636,8 @@ PRIM int hbf_words(unsigned char *d, const unsigned char *s, V w, int nt)
 /* hbf_words' step when it failed: every lane widened (VCVTPH2PS, exact: a float16 subnormal is a
  * float32 normal) and its half added below the kept high word, as srb_run does from float32, the
  * round up being the carry out of the low word; returns 0, storing nothing, for a step with an
- * infinity or NaN. Out of the fast loop: inside hbf_words it slowed uniform data by 17% in cache. */
+ * infinity or NaN. Out of the fast loop: inside hbf_words it slowed uniform data by 17% in
+ * cache. */
 PRIM int hbf_wide(unsigned char *d, const unsigned char *s, V w, int nt)
 {
     const V x = _mm512_loadu_si512(s);
@@ -644,7 +645,8 @@ PRIM int hbf_wide(unsigned char *d, const unsigned char *s, V w, int nt)
         return 0;
     const V u0 = hw_f16_ld(s), u1 = hw_f16_ld(s + 2 * VL);
     const V hi = _mm512_permutex2var_epi16(u0, n8w_ihi(), u1), lo = _mm512_permutex2var_epi16(u0, n8w_ilo(), u1);
-    const V r = _mm512_mask_add_epi16(hi, _mm512_cmpgt_epu16_mask(lo, _mm512_add_epi16(lo, w)), hi, _mm512_set1_epi16(1));
+    const __mmask32 up = _mm512_cmpgt_epu16_mask(lo, _mm512_add_epi16(lo, w)); /* the carry */
+    const V r = _mm512_mask_add_epi16(hi, up, hi, _mm512_set1_epi16(1));
     if (nt) MXP__STREAM512(d, r);
     else _mm512_storeu_si512(d, r);
     return 1;
