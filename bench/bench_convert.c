@@ -15,9 +15,9 @@
  * src/convert.c cuts a large call into interleaved streams, the loop is cut the same way,
  * bench_limit.h's bl_streams, since one core moves more bytes that way; elsewhere it is the limit
  * again). The header names the CPU (/proc/cpuinfo) and, on AVX-512 CPUs, whether the AVX-512
- * kernels prefetch their source in streaming calls (a per-CPU choice, src/kernels/dispatch.c). ISA
- * rows: each table's own kernels ("avx512-own" where the dispatched avx512 table keeps some avx2
- * kernels) and, where it differs, the avx512 table as dispatched ("avx512").
+ * kernels prefetch their source in streaming calls (a per-CPU choice, src/kernels/dispatch.c).
+ * ISA rows: each table's own kernels ("avx512-own" where the dispatched avx512 table keeps some
+ * avx2 kernels) and, where it differs, the avx512 table as dispatched ("avx512").
  *
  * Threads are split the way src/convert.c splits them: contiguous chunks on 64-element
  * boundaries, chunk 0 on the calling thread, the others on the library's persistent workers
