@@ -315,9 +315,9 @@ static void build(mxp__isa_id isa)
  * a below the threshold, b above). The float8 encodes lost in cache on Zen 4 when it was
  * measured in sessions 9 and 10 (before their 16-bit-lane steps) and win in both regimes now.
  * f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties (memory-bound at the limit either way)
- * and keep the avx2 kernel (bf16->f32, a tie on both AMD CPUs at 2^26, keeps the avx512 kernel it
- * always had there; on Intel see session 35 below). Intel's set was measured on one Intel
- * part (above); others may differ. Session 33 measured it again on that part after session
+ * and keep the avx2 kernel (bf16->f32, a tie on both AMD CPUs at 2^26, kept the avx512 kernel it
+ * always had there until session 55 measured it slower on Zen 4, below; on Intel see session
+ * 35). Intel's set was measured on one Intel part (above); others may differ. Session 33 measured it again on that part after session
  * 31's kernel changes (commit 1c3308b, three alternating runs of avx2 / avx512-own, own/avx2
  * at 2^16, 2^26: f32->f16 1.03, 0.74; f32->bf16 0.63, 0.68; f16->f32 1.11, 1.00; bf16->f32
  * 1.03, 0.92; float8 encodes 0.62-0.71, 0.67-0.68; e4m3fn->f32 0.92, 0.98; e5m2->f32 1.08,
@@ -329,6 +329,34 @@ static void build(mxp__isa_id isa)
  * 0.0696 / 0.0725. bf16->f32 in cache, 1.03-1.04x slower on avx512 in sessions 30, 33 and 35,
  * now takes the avx2 kernel on Intel below the threshold (its own row, the avx512 kernel
  * elsewhere and above it); every other choice stands.
+ * Session 55, Zen 4 again (family 19h model 11h), commit b471dad: the pairs without float32 had
+ * never been compared with their avx2 kernels. Every bench_convert row, three runs of avx2 /
+ * avx512-own, then 7 to 31 more alternating `--only` runs of the rows where avx512 did not win
+ * at 2^26, in both orders; pooled medians, one thread, ns/element (n runs at 2^26; the ratio of
+ * the two rows' ratios to the limit loop in brackets):
+ *     conversion        2^16: avx2  avx512 ratio    2^26: avx2  avx512 ratio (limit)  n
+ *     e4m3fn->e5m2            0.0325 0.0174 0.54          0.0474 0.0558 1.18 (1.12)   34
+ *     e5m2->e4m3fn            0.0234 0.0174 0.74          0.0533 0.0564 1.06 (1.06)   17
+ *     bf16->f16               0.0466 0.0347 0.74          0.0966 0.1046 1.08 (1.11)   34
+ *     bf16->f16 stochastic    0.0633 0.0432 0.68          0.1026 0.1106 1.08 (1.08)   34
+ *     e5m2->f16               0.0372 0.0287 0.77          0.0808 0.0824 1.02 (1.05)   15
+ *     f64->f16                0.1479 0.1201 0.81          0.3001 0.3385 1.13 (1.10)   10
+ *     f64->bf16               0.2402 0.1371 0.57          0.3109 0.3112 1.00 (1.03)   15
+ *     f64->e4m3fn             0.2321 0.1829 0.79          0.3330 0.3304 0.99 (0.96)   10
+ *     e4m3fn->f64             0.1603 0.0842 0.53          0.3073 0.3026 0.98 (1.01)   10
+ *     f16->f64                0.0925 0.0921 1.00          0.3060 0.3095 1.01 (1.00)   22
+ *     bf16->f32               0.0623 0.0614 0.99          0.1581 0.1717 1.09 (1.05)   15
+ *     f64->f32 (one kernel)   0.1149 0.1143 1.00          0.3396 0.3532 1.04 (1.04)   41
+ *     f32->f64 (one kernel)   0.1149 0.1154 1.00          0.3222 0.3234 1.00 (1.00)   15
+ * f64->f32 and f32->f64 run the same kernel in both columns: pooled medians at 2^26 still differ
+ * by up to 4%. Every other row measured won on avx512 in both regimes (at 2^26: f16->bf16 0.90,
+ * its stochastic rounding 0.82, the float8 <-> float8 stochastic pairs 0.69-0.84, the float64
+ * stochastic narrowings 0.74-0.91, bf16->e4m3fn 0.89, e4m3fn->bf16 0.90, f16->e4m3fn 0.79, the
+ * 16-bit -> float8 stochastic rows 0.74-0.86). By the rule above, Zen 4 takes the avx2 kernel at
+ * and above the threshold for the rows listed but f16->f64, which takes it in both regimes;
+ * bf16->f32 in cache, 1% apart, keeps the avx512 kernel as in sessions 21 and 39. The other CPUs
+ * keep the avx512 kernels of these pairs (not compared there), and so do the pairs bench_convert
+ * has no row for.
  * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
  * table) and edit the rows below. The composed pairs (cvt_compose.c; on x86 none since session
  * 44, stochastic rounding between the two float8 formats being the last) would run the table's
@@ -360,7 +388,19 @@ static const avx512_pick picks[] = {
     {MXP_FLOAT32, MXP_FLOAT8_E5M2, MXP__RNE, {PK(0, 0, 0, 0), PK(1, 0, 1, 0), PK(0, 0, 0, 0)}},   /* e5m2->f32 */
     {MXP_FLOAT16, MXP_FLOAT32, MXP__RNE, {PK(0, 0, 0, 0), PK(0, 1, 0, 1), PK(0, 1, 0, 1)}},       /* f32->f16 */
     {MXP_BFLOAT16, MXP_FLOAT32, MXP__RNE, {PK(1, 1, 1, 1), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},      /* f32->bf16 */
-    {MXP_FLOAT32, MXP_BFLOAT16, MXP__RNE, {PK(1, 1, 1, 1), PK(1, 1, 1, 1), PK(0, 1, 0, 1)}},      /* bf16->f32 */
+    {MXP_FLOAT32, MXP_BFLOAT16, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(0, 1, 0, 1)}},      /* bf16->f32 */
+    /* the pairs without float32 (session 55: Zen 4 only; the other CPUs keep the avx512 kernels,
+     * not compared there) */
+    {MXP_FLOAT8_E5M2, MXP_FLOAT8_E4M3FN, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}}, /* e4m3fn->e5m2 */
+    {MXP_FLOAT8_E4M3FN, MXP_FLOAT8_E5M2, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}}, /* e5m2->e4m3fn */
+    {MXP_FLOAT16, MXP_BFLOAT16, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},         /* bf16->f16 */
+    {MXP_FLOAT16, MXP_BFLOAT16, MXP__SR, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},          /* bf16->f16 SR */
+    {MXP_FLOAT16, MXP_FLOAT8_E5M2, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},      /* e5m2->f16 */
+    {MXP_FLOAT16, MXP_FLOAT64, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},          /* f64->f16 */
+    {MXP_BFLOAT16, MXP_FLOAT64, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},         /* f64->bf16 */
+    {MXP_FLOAT8_E4M3FN, MXP_FLOAT64, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},    /* f64->e4m3fn */
+    {MXP_FLOAT64, MXP_FLOAT8_E4M3FN, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},    /* e4m3fn->f64 */
+    {MXP_FLOAT64, MXP_FLOAT16, MXP__RNE, {PK(0, 0, 0, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},          /* f16->f64 */
 };
 #undef PK
 enum { NPICKS = sizeof picks / sizeof picks[0] };
@@ -388,7 +428,19 @@ PICK_FN(4)
 PICK_FN(5)
 PICK_FN(6)
 PICK_FN(7)
-static const mxp__cvt_fn pick_wrappers[] = {pick_0, pick_1, pick_2, pick_3, pick_4, pick_5, pick_6, pick_7};
+PICK_FN(8)
+PICK_FN(9)
+PICK_FN(10)
+PICK_FN(11)
+PICK_FN(12)
+PICK_FN(13)
+PICK_FN(14)
+PICK_FN(15)
+PICK_FN(16)
+PICK_FN(17)
+static const mxp__cvt_fn pick_wrappers[] = {pick_0,  pick_1,  pick_2,  pick_3,  pick_4,  pick_5,
+                                            pick_6,  pick_7,  pick_8,  pick_9,  pick_10, pick_11,
+                                            pick_12, pick_13, pick_14, pick_15, pick_16, pick_17};
 _Static_assert(sizeof pick_wrappers / sizeof pick_wrappers[0] == NPICKS, "one wrapper per pick");
 
 /* Which set of choices in picks[] this CPU takes: 0 on AMD family 19h (Zen 4), whose AVX-512
@@ -416,7 +468,7 @@ static void apply_picks(mxp__kernels *t, const mxp__kernels *own512, const mxp__
         pick_fns[i][1] = k5;
         const mxp__cvt_fn f = ones == 4 ? k5 : ones == 0 ? k2 : pick_wrappers[i];
         t->cvt[p->d][p->s][p->mode] = f;
-        if (p->d == MXP_FLOAT32) t->cvt[p->d][p->s][MXP__SR] = f; /* widening: one kernel */
+        if (mxp_dtype_size(p->d) > mxp_dtype_size(p->s)) t->cvt[p->d][p->s][MXP__SR] = f; /* widening: one kernel */
     }
 }
 #endif
