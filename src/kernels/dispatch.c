@@ -317,11 +317,11 @@ static void build(mxp__isa_id isa)
  * f16->f32, e5m2->f32 and e4m3fn->f32 at 2^26 are ties (memory-bound at the limit either way)
  * and keep the avx2 kernel (bf16->f32, a tie on both AMD CPUs at 2^26, kept the avx512 kernel it
  * always had there until session 55 measured it slower on Zen 4, below; on Intel see session
- * 35). Intel's set was measured on one Intel part (above); others may differ. Session 33 measured it again on that part after session
- * 31's kernel changes (commit 1c3308b, three alternating runs of avx2 / avx512-own, own/avx2
- * at 2^16, 2^26: f32->f16 1.03, 0.74; f32->bf16 0.63, 0.68; f16->f32 1.11, 1.00; bf16->f32
- * 1.03, 0.92; float8 encodes 0.62-0.71, 0.67-0.68; e4m3fn->f32 0.92, 0.98; e5m2->f32 1.08,
- * 0.99): every choice stands (bench/RESULTS.md).
+ * 35). Intel's set was measured on one Intel part (above); others may differ. Session 33
+ * measured it again on that part after session 31's kernel changes (commit 1c3308b, three
+ * alternating runs of avx2 / avx512-own, own/avx2 at 2^16, 2^26: f32->f16 1.03, 0.74; f32->bf16
+ * 0.63, 0.68; f16->f32 1.11, 1.00; bf16->f32 1.03, 0.92; float8 encodes 0.62-0.71, 0.67-0.68;
+ * e4m3fn->f32 0.92, 0.98; e5m2->f32 1.08, 0.99): every choice stands (bench/RESULTS.md).
  * Session 35, that part again, with session 34's interleaved streams (three alternating runs,
  * avx2 / avx512-own, 2^26 then 2^16, ns/element): float8 encodes 0.272-0.281 / 0.258-0.266 and
  * 0.095-0.111 / 0.065-0.073, f32->f16 0.273 / 0.271 and 0.0479 / 0.0490, f32->bf16 0.284 / 0.275
