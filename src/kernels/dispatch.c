@@ -332,8 +332,9 @@ static void build(mxp__isa_id isa)
  * Session 55, Zen 4 again (family 19h model 11h), commit b471dad: the pairs without float32 had
  * never been compared with their avx2 kernels. Every bench_convert row, three runs of avx2 /
  * avx512-own, then 7 to 31 more alternating `--only` runs of the rows where avx512 did not win
- * at 2^26, in both orders; pooled medians, one thread, ns/element (n runs at 2^26; the ratio of
- * the two rows' ratios to the limit loop in brackets):
+ * at 2^26, in both orders (the last four rows: seven runs of rows added then); pooled medians,
+ * one thread, ns/element (n runs at 2^26; in brackets the same ratio taken from each run's ratio
+ * to the limit loop, avx2's over avx512's):
  *     conversion        2^16: avx2  avx512 ratio    2^26: avx2  avx512 ratio (limit)  n
  *     e4m3fn->e5m2            0.0325 0.0174 0.54          0.0474 0.0558 1.18 (1.12)   34
  *     e5m2->e4m3fn            0.0234 0.0174 0.74          0.0533 0.0564 1.06 (1.06)   17
@@ -348,15 +349,19 @@ static void build(mxp__isa_id isa)
  *     bf16->f32               0.0623 0.0614 0.99          0.1581 0.1717 1.09 (1.05)   15
  *     f64->f32 (one kernel)   0.1149 0.1143 1.00          0.3396 0.3532 1.04 (1.04)   41
  *     f32->f64 (one kernel)   0.1149 0.1154 1.00          0.3222 0.3234 1.00 (1.00)   15
+ *     bf16->f64               0.1293 0.1328 1.03          0.3065 0.3094 1.01 (0.98)    7
+ *     e5m2->f64               0.1187 0.0824 0.69          0.3076 0.3057 0.99 (1.01)    7
+ *     f16->e5m2               0.0570 0.0570 1.00          0.0893 0.0863 0.97 (1.01)    7
+ *     e5m2->bf16              0.0650 0.0283 0.44          0.0802 0.0797 0.99 (1.00)    7
  * f64->f32 and f32->f64 run the same kernel in both columns: pooled medians at 2^26 still differ
  * by up to 4%. Every other row measured won on avx512 in both regimes (at 2^26: f16->bf16 0.90,
  * its stochastic rounding 0.82, the float8 <-> float8 stochastic pairs 0.69-0.84, the float64
  * stochastic narrowings 0.74-0.91, bf16->e4m3fn 0.89, e4m3fn->bf16 0.90, f16->e4m3fn 0.79, the
- * 16-bit -> float8 stochastic rows 0.74-0.86). By the rule above, Zen 4 takes the avx2 kernel at
- * and above the threshold for the rows listed but f16->f64, which takes it in both regimes;
- * bf16->f32 in cache, 1% apart, keeps the avx512 kernel as in sessions 21 and 39. The other CPUs
- * keep the avx512 kernels of these pairs (not compared there), and so do the pairs bench_convert
- * has no row for.
+ * 16-bit -> float8 stochastic rows 0.74-0.86; and, in rows added then, seven runs each: f64->e5m2
+ * 0.91, bf16->e5m2 0.78, e4m3fn->f16 0.93). By the rule above, Zen 4 takes the avx2 kernel at and
+ * above the threshold for the rows listed (the two controls aside) but f16->f64, bf16->f64 and
+ * f16->e5m2, which take it in both regimes; bf16->f32 in cache, 1% apart, keeps the avx512 kernel as in sessions 21 and
+ * 39. The other CPUs keep the avx512 kernels of these pairs (not compared there).
  * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
  * table) and edit the rows below. The composed pairs (cvt_compose.c; on x86 none since session
  * 44, stochastic rounding between the two float8 formats being the last) would run the table's
@@ -401,6 +406,10 @@ static const avx512_pick picks[] = {
     {MXP_FLOAT8_E4M3FN, MXP_FLOAT64, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},    /* f64->e4m3fn */
     {MXP_FLOAT64, MXP_FLOAT8_E4M3FN, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},    /* e4m3fn->f64 */
     {MXP_FLOAT64, MXP_FLOAT16, MXP__RNE, {PK(0, 0, 0, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},          /* f16->f64 */
+    {MXP_FLOAT64, MXP_BFLOAT16, MXP__RNE, {PK(0, 0, 0, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},         /* bf16->f64 */
+    {MXP_FLOAT64, MXP_FLOAT8_E5M2, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},      /* e5m2->f64 */
+    {MXP_FLOAT8_E5M2, MXP_FLOAT16, MXP__RNE, {PK(0, 0, 0, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},      /* f16->e5m2 */
+    {MXP_BFLOAT16, MXP_FLOAT8_E5M2, MXP__RNE, {PK(1, 0, 1, 0), PK(1, 1, 1, 1), PK(1, 1, 1, 1)}},     /* e5m2->bf16 */
 };
 #undef PK
 enum { NPICKS = sizeof picks / sizeof picks[0] };
@@ -438,9 +447,14 @@ PICK_FN(14)
 PICK_FN(15)
 PICK_FN(16)
 PICK_FN(17)
-static const mxp__cvt_fn pick_wrappers[] = {pick_0,  pick_1,  pick_2,  pick_3,  pick_4,  pick_5,
-                                            pick_6,  pick_7,  pick_8,  pick_9,  pick_10, pick_11,
-                                            pick_12, pick_13, pick_14, pick_15, pick_16, pick_17};
+PICK_FN(18)
+PICK_FN(19)
+PICK_FN(20)
+PICK_FN(21)
+static const mxp__cvt_fn pick_wrappers[] = {pick_0,  pick_1,  pick_2,  pick_3,  pick_4,  pick_5,  pick_6,
+                                            pick_7,  pick_8,  pick_9,  pick_10, pick_11, pick_12, pick_13,
+                                            pick_14, pick_15, pick_16, pick_17, pick_18, pick_19, pick_20,
+                                            pick_21};
 _Static_assert(sizeof pick_wrappers / sizeof pick_wrappers[0] == NPICKS, "one wrapper per pick");
 
 /* Which set of choices in picks[] this CPU takes: 0 on AMD family 19h (Zen 4), whose AVX-512
