@@ -360,8 +360,9 @@ static void build(mxp__isa_id isa)
  * 16-bit -> float8 stochastic rows 0.74-0.86; and, in rows added then, seven runs each: f64->e5m2
  * 0.91, bf16->e5m2 0.78, e4m3fn->f16 0.93). By the rule above, Zen 4 takes the avx2 kernel at and
  * above the threshold for the rows listed (the two controls aside) but f16->f64, bf16->f64 and
- * f16->e5m2, which take it in both regimes; bf16->f32 in cache, 1% apart, keeps the avx512 kernel as in sessions 21 and
- * 39. The other CPUs keep the avx512 kernels of these pairs (not compared there).
+ * f16->e5m2, which take it in both regimes; bf16->f32 in cache, 1% apart, keeps the avx512
+ * kernel as in sessions 21 and 39. The other CPUs keep the avx512 kernels of these pairs (not
+ * compared there).
  * Re-measure (bench_convert prints the rows avx2, avx512-own = the own kernels and avx512 = this
  * table) and edit the rows below. The composed pairs (cvt_compose.c; on x86 none since session
  * 44, stochastic rounding between the two float8 formats being the last) would run the table's
