@@ -2,21 +2,19 @@
  * bench_convert.c - conversion throughput per ISA path, thread count and size, against memcpy.
  *
  * For each conversion (float32 <-> float16 / bfloat16 / float8, nearest-even and saturating,
- * stochastic rounding to every narrow format, and the other pairs: every one nearest-even since
- * session 55, and the stochastic rounding of float64 -> float32 / 16-bit / e4m3fn, between float16
- * and bfloat16, from 16-bit sources to float8 and between the float8 formats), each ISA table this
- * CPU has (scalar, avx2, avx512, neon), 1 and 2 threads, and n in {2^12, 2^16, 2^20, 2^24, 2^26}:
- * the median ns per element, the GB/s of bytes moved (read + written), the ratio to the
- * memcpy-equivalent baseline of bench_util.h (memcpy of (bytes_in + bytes_out) / 2, measured in the
- * same run; ratio > 1 means faster than memcpy moving the same traffic), and the ratio to the
- * physical limit of bench_limit.h (a loop reading the same source bytes and writing the same
- * destination bytes, with non-temporal stores out of cache and plain ones in cache, one thread,
- * measured in the same run; 1.00 = as fast as the hardware moves those bytes), and to that loop run
- * as the library runs the row (limit_s: where src/convert.c cuts a large call into interleaved
- * streams, the loop is cut the same way, bench_limit.h's bl_streams, since one core moves more
- * bytes that way; elsewhere it is the limit again). The header names the CPU (/proc/cpuinfo) and,
- * on AVX-512 CPUs, whether the AVX-512 kernels prefetch their source in streaming calls (a per-CPU
- * choice, src/kernels/dispatch.c).
+ * stochastic rounding to every narrow format, and since session 55 every other pair, nearest-even
+ * and, where the target drops bits, stochastic), each ISA table this CPU has (scalar, avx2, avx512,
+ * neon), 1 and 2 threads, and n in {2^12, 2^16, 2^20, 2^24, 2^26}: the median ns per element, the
+ * GB/s of bytes moved (read + written), the ratio to the memcpy-equivalent baseline of bench_util.h
+ * (memcpy of (bytes_in + bytes_out) / 2, measured in the same run; ratio > 1 means faster than
+ * memcpy moving the same traffic), and the ratio to the physical limit of bench_limit.h (a loop
+ * reading the same source bytes and writing the same destination bytes, with non-temporal stores
+ * out of cache and plain ones in cache, one thread, measured in the same run; 1.00 = as fast as the
+ * hardware moves those bytes), and to that loop run as the library runs the row (limit_s: where
+ * src/convert.c cuts a large call into interleaved streams, the loop is cut the same way,
+ * bench_limit.h's bl_streams, since one core moves more bytes that way; elsewhere it is the limit
+ * again). The header names the CPU (/proc/cpuinfo) and, on AVX-512 CPUs, whether the AVX-512
+ * kernels prefetch their source in streaming calls (a per-CPU choice, src/kernels/dispatch.c).
  * ISA rows: each table's own kernels ("avx512-own" where the dispatched avx512 table keeps some
  * avx2 kernels) and, where it differs, the avx512 table as dispatched ("avx512").
  *
@@ -132,6 +130,7 @@ static const conv convs[] = {
     /* the remaining nearest-even pairs, so that each avx512 kernel meets its avx2 twin (session
      * 55, src/kernels/dispatch.c) */
     {"f64->e5m2", MXP_FLOAT8_E5M2, MXP_FLOAT64, MXP__RNE, false},
+    {"f64->e5m2 SR", MXP_FLOAT8_E5M2, MXP_FLOAT64, MXP__SR, false},
     {"bf16->f64", MXP_FLOAT64, MXP_BFLOAT16, MXP__RNE, false},
     {"e5m2->f64", MXP_FLOAT64, MXP_FLOAT8_E5M2, MXP__RNE, false},
     {"f16->e5m2", MXP_FLOAT8_E5M2, MXP_FLOAT16, MXP__RNE, false},
