@@ -331,7 +331,7 @@ static void build(mxp__isa_id isa)
  * elsewhere and above it); every other choice stands.
  * Session 55, Zen 4 again (family 19h model 11h), commit b471dad: the pairs without float32 had
  * never been compared with their avx2 kernels. Every bench_convert row, three runs of avx2 /
- * avx512-own, then 7 to 31 more alternating `--only` runs of the rows where avx512 did not win
+ * avx512-own, then 7 to 38 more alternating `--only` runs of the rows where avx512 did not win
  * at 2^26, in both orders (the last five rows: 7 or 14 runs of rows added then); pooled medians,
  * one thread, ns/element (n runs at 2^26; in brackets the same ratio taken from each run's ratio
  * to the limit loop, avx2's over avx512's):
