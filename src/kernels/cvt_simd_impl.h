@@ -267,8 +267,9 @@ typedef struct sfmt {
  * The multipliers come in as vectors (m1 = MXP__SR_M1, m2 = MXP__SR_M2) so that a loop can
  * hold them in registers (MXP_SIMD_PIN). sr_words_hi stops before the last step,
  * x ^= x >> 21, which leaves the top 21 bits as they are: enough for a fast path that uses
- * r >> 11 or fewer top bits (float16 r >> 19, bfloat16 r >> 16, float8 r >> 12 / r >> 11);
- * sr_finish completes the word. */
+ * r >> 11 or fewer top bits (float16 r >> 19, bfloat16 r >> 16, float8 r >> 12 / r >> 11),
+ * or the top 5 or fewer bits of each half (srn_run's bfloat16 -> float8 steps); sr_finish
+ * completes the word. */
 static SIMD_INLINE V sr_finish(V x) { return v_xor(x, v_srli(x, 21)); }
 
 static SIMD_INLINE V sr_words_hi(V x, V khi, V m1, V m2)
@@ -2235,7 +2236,8 @@ static SIMD_INLINE size_t srn_run(unsigned char *d, const unsigned char *s, size
             /* 16-bit source -> float8 on the loaded words (the ISA file's sr8w16_codes). An
              * in-range lane drops Dw bits and adds its half's top Dw bits (sr8w16_rwh); the hash's
              * last step (sr_finish) changes only bits 0 to 10 of a word, so for Dw <= 5 (bfloat16
-             * sources) those bits are the same unfinished, and the step skips it. AMD Zen 4, in
+             * sources) the bits taken (16 - Dw to 15 and 32 - Dw to 31) are the same unfinished,
+             * and the step skips it; float16's Dw = 7 or 8 take bits it changes. AMD Zen 4, in
              * cache, medians of 7 / 5 alternating runs, ns/element: bf16 -> e5m2 avx512 0.1045 ->
              * 0.0958, --isa avx2 0.1177 -> 0.1039; bf16 -> e4m3fn 0.1080 -> 0.0989 and 0.1329 ->
              * 0.1210 (session 56) */
